@@ -1,0 +1,16 @@
+// Entry point of the `autocastgen` command line: dispatches to the verbs.
+#include <iostream>
+#include <map>
+
+#include "cli/verbs.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"autocastgen: autocast wrappers and policies from op schemas"};
+  app.set_version_flag("--version", std::string("autocastgen ") + AUTOCASTGEN_VERSION);
+  app.require_subcommand(1);
+  std::map<std::string, autocastgen::cli::VerbRunner> verbs;
+  verbs["schema"] = autocastgen::cli::add_schema_verb(app);
+  CLI11_PARSE(app, argc, argv);
+  for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
+  return 2;
+}

@@ -1,0 +1,15 @@
+// The CLI verbs: each registers its options on the app and returns its runner.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace autocastgen::cli {
+
+// Registers a subcommand on `app`; the returned function runs it and gives the exit status.
+using VerbRunner = std::function<int()>;
+VerbRunner add_schema_verb(CLI::App& app);
+VerbRunner add_check_verb(CLI::App& app);
+
+}  // namespace autocastgen::cli

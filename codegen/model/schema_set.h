@@ -1,0 +1,44 @@
+// All parsed schemas of a run, in declaration order, with lookup by operator and overload name.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "model/schema.h"
+
+namespace autocastgen::model {
+
+// Schemas written without a namespace belong to aten.
+inline constexpr std::string_view kDefaultNamespace = "aten";
+
+class SchemaSet {
+ public:
+  // Adds a schema; returns the earlier schema with the same namespace, name and overload instead
+  // of adding when there is one.
+  [[nodiscard]] const FunctionSchema* add(FunctionSchema schema);
+
+  [[nodiscard]] const std::vector<FunctionSchema>& schemas() const { return schemas_; }
+  // `ns` empty means aten; `unqualified` is `name` or `name.overload`.
+  [[nodiscard]] const FunctionSchema* find(std::string_view ns, std::string_view unqualified) const;
+  // Every overload of `ns::name`, in declaration order (empty when unknown).
+  [[nodiscard]] std::vector<const FunctionSchema*> overloads(std::string_view ns, std::string_view name) const;
+  // Distinct operator names of a namespace, in declaration order (for did-you-mean).
+  [[nodiscard]] std::vector<std::string_view> operator_names(std::string_view ns) const;
+
+ private:
+  static std::string key(std::string_view ns, std::string_view unqualified);
+  std::vector<FunctionSchema> schemas_;
+  std::unordered_map<std::string, size_t> by_overload_;
+  std::unordered_map<std::string, std::vector<size_t>> by_name_;
+  std::vector<std::string> name_order_;  // `ns::name`, first occurrence order
+};
+
+// An overload autocast may wrap: functional (not in-place, out=, mutable or scratch) and with at
+// least one Tensor-like input. When it is not, `reason` says why in a sentence fragment.
+[[nodiscard]] bool is_autocast_eligible(const FunctionSchema& schema, std::string* reason = nullptr);
+
+}  // namespace autocastgen::model

@@ -1,0 +1,44 @@
+// Edit distance with an early cut-off, and the did-you-mean rule built on it.
+#include "support/strings.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace autocastgen {
+
+size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
+  const size_t diff = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  if (diff > limit) return limit + 1;
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    size_t row_min = row[0];
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+      row_min = std::min(row_min, row[j]);
+    }
+    if (row_min > limit) return limit + 1;
+  }
+  return std::min(row[b.size()], limit + 1);
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string_view>& candidates) {
+  // Allow about one typo per three characters, at least one.
+  const size_t limit = std::max<size_t>(1, word.size() / 3);
+  std::string_view best;
+  size_t best_distance = limit + 1;
+  for (std::string_view candidate : candidates) {
+    const size_t d = edit_distance(word, candidate, limit);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return std::string(best);
+}
+
+}  // namespace autocastgen

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::map<std::string, autocastgen::cli::VerbRunner> verbs;
   verbs["schema"] = autocastgen::cli::add_schema_verb(app);
+  verbs["check"] = autocastgen::cli::add_check_verb(app);
   CLI11_PARSE(app, argc, argv);
   for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
   return 2;

@@ -1,0 +1,88 @@
+// `autocastgen check`: loads schemas and a policy, reports every problem, prints a summary or JSON.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/inputs.h"
+#include "cli/verbs.h"
+#include "policy/resolver.h"
+
+namespace autocastgen::cli {
+
+namespace {
+
+struct CheckOptions {
+  std::filesystem::path policy;
+  std::vector<std::filesystem::path> schemas;
+  std::string format = "text";
+};
+
+std::string location_text(const SourceManager& sources, SourceLocation loc) {
+  const LineColumn lc = sources.line_column(loc);
+  return fmt::format("{}:{}:{}", sources.name(loc.file), lc.line, lc.column);
+}
+
+nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
+  nlohmann::ordered_json out;
+  out["policy"] = sources.name(resolved.files.front());
+  out["device"] = resolved.device;
+  out["dispatch_key"] = resolved.dispatch_key;
+  out["lower_precision"] = resolved.lower_precision;
+  out["files"] = nlohmann::ordered_json::array();
+  for (uint32_t file : resolved.files) out["files"].push_back(sources.name(file));
+  nlohmann::ordered_json counts;
+  for (policy::PolicyKind kind : policy::kAllPolicies) counts[std::string(policy::spelling(kind))] = resolved.count(kind);
+  out["counts"] = counts;
+  out["entries"] = nlohmann::ordered_json::array();
+  for (const policy::ResolvedEntry& entry : resolved.entries) {
+    nlohmann::ordered_json e;
+    e["op"] = policy::display_name(*entry.schema);
+    e["policy"] = policy::spelling(entry.policy);
+    e["schema"] = entry.schema->str();
+    if (entry.redispatch) e["redispatch"] = policy::display_name(*entry.redispatch);
+    if (entry.policy == policy::PolicyKind::banned) e["message"] = entry.message;
+    e["source"] = location_text(sources, entry.location);
+    out["entries"].push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string summary(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
+  std::vector<std::string> counts;
+  for (policy::PolicyKind kind : policy::kAllPolicies) counts.push_back(fmt::format("{} {}", resolved.count(kind), policy::spelling(kind)));
+  return fmt::format("{}: ok: device {} ({}, lower precision {}): {}; {} overloads\n", sources.name(resolved.files.front()),
+                     resolved.device, resolved.dispatch_key, fmt::join(resolved.lower_precision, "/"), fmt::join(counts, ", "),
+                     resolved.entries.size());
+}
+
+}  // namespace
+
+VerbRunner add_check_verb(CLI::App& app) {
+  auto options = std::make_shared<CheckOptions>();
+  CLI::App* verb = app.add_subcommand("check", "Check a policy against the op schemas and summarise it");
+  verb->add_option("--policy", options->policy, "Policy YAML file")->required();
+  verb->add_option("--schemas", options->schemas,
+                   "Op-schema files (native_functions.yaml format); default: the installed PyTorch's")
+      ->check(CLI::ExistingFile);
+  verb->add_option("--format", options->format, "text: a one-line summary; json: the full resolved list")
+      ->check(CLI::IsMember({"text", "json"}));
+  return [options] {
+    SourceManager sources;
+    DiagnosticEngine diags(sources, std::cerr);
+    std::optional<model::SchemaSet> schemas = load_schemas(options->schemas, sources, diags);
+    if (!schemas) return 1;
+    std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options->policy, *schemas, sources, diags);
+    if (!resolved || diags.has_errors()) {
+      std::cerr << fmt::format("{}: {} error{} generated.\n", options->policy.string(), diags.error_count(),
+                               diags.error_count() == 1 ? "" : "s");
+      return 1;
+    }
+    if (options->format == "json") std::cout << to_json(*resolved, sources).dump(2) << "\n";
+    else std::cout << summary(*resolved, sources);
+    return 0;
+  };
+}
+
+}  // namespace autocastgen::cli

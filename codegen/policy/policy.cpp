@@ -1,0 +1,42 @@
+// Policy names, the device table and counting helpers.
+#include "policy/policy.h"
+
+#include <algorithm>
+
+namespace autocastgen::policy {
+
+std::string_view spelling(PolicyKind policy) {
+  switch (policy) {
+    case PolicyKind::lower_precision_fp: return "lower_precision_fp";
+    case PolicyKind::fp32: return "fp32";
+    case PolicyKind::fp32_set_opt_dtype: return "fp32_set_opt_dtype";
+    case PolicyKind::fp32_append_dtype: return "fp32_append_dtype";
+    case PolicyKind::promote: return "promote";
+    case PolicyKind::banned: return "banned";
+  }
+  return "fp32";
+}
+
+std::optional<PolicyKind> parse_policy_kind(std::string_view text) {
+  for (PolicyKind policy : kAllPolicies)
+    if (spelling(policy) == text) return policy;
+  return std::nullopt;
+}
+
+size_t ResolvedPolicy::count(PolicyKind policy) const {
+  return static_cast<size_t>(
+      std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));
+}
+
+const std::vector<DeviceInfo>& autocast_devices() {
+  // The devices c10 keeps an autocast dispatch key for (c10/core/DispatchKey.h).
+  static const std::vector<DeviceInfo> devices = {
+      {"cpu", "AutocastCPU", "bfloat16"},   {"cuda", "AutocastCUDA", "float16"}, {"xpu", "AutocastXPU", "float16"},
+      {"ipu", "AutocastIPU", "float16"},    {"hpu", "AutocastHPU", "bfloat16"},  {"xla", "AutocastXLA", "bfloat16"},
+      {"mps", "AutocastMPS", "float16"},    {"mtia", "AutocastMTIA", "float16"}, {"maia", "AutocastMAIA", "bfloat16"},
+      {"privateuseone", "AutocastPrivateUse1", "float16"},
+  };
+  return devices;
+}
+
+}  // namespace autocastgen::policy

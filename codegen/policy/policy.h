@@ -1,0 +1,83 @@
+// The policy language: the six autocast policies, one parsed policy file, and a resolved policy.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/schema.h"
+#include "support/source_manager.h"
+
+namespace autocastgen::policy {
+
+// Note [policy semantics]: lower_precision_fp casts every eligible argument to the current
+// lower-precision dtype; fp32 casts them to float32; fp32_set_opt_dtype fills an unset
+// `ScalarType? dtype` with float32 when the first argument is eligible; fp32_append_dtype
+// redispatches to the sibling overload taking a trailing `ScalarType dtype`; promote casts to the
+// widest floating type among the arguments; banned raises with a message.
+enum class PolicyKind : uint8_t { lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned };
+inline constexpr std::array<PolicyKind, 6> kAllPolicies = {
+    PolicyKind::lower_precision_fp, PolicyKind::fp32,    PolicyKind::fp32_set_opt_dtype,
+    PolicyKind::fp32_append_dtype,  PolicyKind::promote, PolicyKind::banned};
+
+[[nodiscard]] std::string_view spelling(PolicyKind policy);
+[[nodiscard]] std::optional<PolicyKind> parse_policy_kind(std::string_view text);
+
+// A located scalar as written in a policy file.
+struct Located {
+  std::string text;
+  SourceLocation location;
+  uint32_t length = 1;
+};
+
+// One list entry as written: `op`, or a mapping with `op:` and `redispatch:` / `message:`.
+struct PolicyEntry {
+  PolicyKind policy;
+  Located op;  // `[ns::]name`, `[ns::]name.overload` or `[ns::]name.*`
+  std::optional<Located> redispatch;
+  std::optional<Located> message;
+};
+
+// One policy file, parsed but not resolved (no schema lookups yet).
+struct PolicyFile {
+  uint32_t file = 0;
+  std::optional<Located> device;
+  std::optional<Located> dispatch_key;
+  std::optional<std::vector<Located>> lower_precision;
+  SourceLocation lower_precision_location;
+  std::optional<Located> extends;
+  std::vector<Located> remove;
+  std::vector<PolicyEntry> entries;  // in file order
+};
+
+// A policy after `extends`, `remove` and name expansion, checked against the schemas.
+struct ResolvedEntry {
+  const model::FunctionSchema* schema;
+  PolicyKind policy;
+  const model::FunctionSchema* redispatch = nullptr;  // fp32_append_dtype only
+  std::string message;                                // banned only
+  SourceLocation location;                            // the entry that listed it
+};
+
+struct ResolvedPolicy {
+  std::string device;
+  std::string dispatch_key;
+  std::vector<std::string> lower_precision;  // the first is the default lower-precision dtype
+  std::vector<uint32_t> files;               // the requested file first, then what it extends
+  std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
+
+  [[nodiscard]] size_t count(PolicyKind policy) const;
+};
+
+// Known devices (c10 device type names, lower case) and the autocast dispatch key of each.
+struct DeviceInfo {
+  std::string_view device;
+  std::string_view dispatch_key;
+  std::string_view default_dtype;  // PyTorch's default lower-precision dtype for the device
+};
+[[nodiscard]] const std::vector<DeviceInfo>& autocast_devices();
+
+}  // namespace autocastgen::policy

@@ -64,11 +64,14 @@ std::string_view spelling(SchemaKind kind) {
 }
 
 bool OperatorName::inplace() const {
+  // A dunder is `__` + a word without underscores + `__` (so `__foo_bar__` is no dunder, and is
+  // in-place by its trailing underscore, as in torchgen).
   if (name.size() > 4 && name.starts_with("__") && name.ends_with("__")) {
     const std::string_view inner = std::string_view(name).substr(2, name.size() - 4);
-    return inner.starts_with('i') &&
-           std::find(kAugmentedAssignment.begin(), kAugmentedAssignment.end(), inner.substr(1)) !=
-               kAugmentedAssignment.end();
+    if (inner.find('_') == std::string_view::npos)
+      return inner.starts_with('i') &&
+             std::find(kAugmentedAssignment.begin(), kAugmentedAssignment.end(), inner.substr(1)) !=
+                 kAugmentedAssignment.end();
   }
   return !name.empty() && name.back() == '_';
 }

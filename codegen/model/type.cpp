@@ -17,6 +17,8 @@ constexpr std::array<std::string_view, 19> kBaseSpellings = {
 
 std::string_view spelling(BaseTy base) { return kBaseSpellings[static_cast<size_t>(base)]; }
 
+std::span<const std::string_view> base_ty_spellings() { return kBaseSpellings; }
+
 std::optional<BaseTy> parse_base_ty(std::string_view text) {
   for (size_t i = 0; i < kBaseSpellings.size(); ++i)
     if (kBaseSpellings[i] == text) return static_cast<BaseTy>(i);

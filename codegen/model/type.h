@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,8 @@ enum class BaseTy : uint8_t {
 
 [[nodiscard]] std::string_view spelling(BaseTy base);
 [[nodiscard]] std::optional<BaseTy> parse_base_ty(std::string_view spelling);
+// Every base type's spelling, in BaseTy order (for did-you-mean suggestions).
+[[nodiscard]] std::span<const std::string_view> base_ty_spellings();
 
 // An immutable type value; copies share structure.
 class Type {

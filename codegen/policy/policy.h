@@ -60,6 +60,7 @@ struct ResolvedEntry {
   const model::FunctionSchema* redispatch = nullptr;  // fp32_append_dtype only
   std::string message;                                // banned only
   SourceLocation location;                            // the entry that listed it
+  uint32_t length = 1;                                // of the listed name, for carets
 };
 
 struct ResolvedPolicy {

@@ -41,7 +41,7 @@ class FileParser {
       return std::nullopt;
     }
     const size_t errors_before = diags_.error_count();
-    for (const auto& [key, value] : checked_pairs(root, kTopKeys, "top-level key")) {
+    for (const auto& [key, value, key_node] : checked_pairs(root, kTopKeys, "top-level key")) {
       if (key == "autocast") parse_header(*value);
       else if (key == "extends") result_.extends = scalar(*value, "'extends:' must be a file path");
       else if (key == "remove") parse_remove(*value);
@@ -53,10 +53,15 @@ class FileParser {
 
  private:
   // The mapping's pairs whose keys are known; reports non-scalar, unknown and duplicate keys.
-  std::vector<std::pair<std::string, const YamlNode*>> checked_pairs(const YamlNode& map,
+  struct KeyValue {
+    std::string key;
+    const YamlNode* value;
+    const YamlNode* key_node;
+  };
+  std::vector<KeyValue> checked_pairs(const YamlNode& map,
                                                                      std::span<const std::string_view> known,
                                                                      std::string_view what) {
-    std::vector<std::pair<std::string, const YamlNode*>> out;
+    std::vector<KeyValue> out;
     std::map<std::string, SourceLocation> seen;
     for (const auto& [key, value] : map.pairs()) {
       if (!key.is_scalar()) {
@@ -76,7 +81,7 @@ class FileParser {
         diags_.note(it->second, "first given here");
         continue;
       }
-      out.emplace_back(key.scalar(), &value);
+      out.push_back({key.scalar(), &value, &key});
     }
     return out;
   }
@@ -108,7 +113,7 @@ class FileParser {
                                                 node.describe()));
       return;
     }
-    for (const auto& [key, value] : checked_pairs(node, kHeaderKeys, "key in 'autocast:'")) {
+    for (const auto& [key, value, key_node] : checked_pairs(node, kHeaderKeys, "key in 'autocast:'")) {
       if (key == "device") {
         result_.device = scalar(*value, "'device:' must be a device type name such as cuda or cpu");
         if (result_.device) check_device(*result_.device);
@@ -207,7 +212,7 @@ class FileParser {
     }
     std::vector<std::string_view> policy_names;
     for (PolicyKind p : kAllPolicies) policy_names.push_back(spelling(p));
-    for (const auto& [key, value] : checked_pairs(node, policy_names, "policy")) {
+    for (const auto& [key, value, key_node] : checked_pairs(node, policy_names, "policy")) {
       const PolicyKind policy = *parse_policy_kind(key);
       const std::vector<YamlNode>* items = sequence(*value, fmt::format("the '{}' list", key));
       if (!items) continue;
@@ -219,7 +224,7 @@ class FileParser {
     PolicyEntry entry{policy, {}, std::nullopt, std::nullopt};
     if (item.is_mapping()) {
       bool has_op = false;
-      for (const auto& [key, value] : checked_pairs(item, kEntryKeys, "key in a list entry")) {
+      for (const auto& [key, value, key_node] : checked_pairs(item, kEntryKeys, "key in a list entry")) {
         if (key == "op") {
           std::optional<Located> op = op_name(*value);
           if (!op) return;
@@ -227,14 +232,16 @@ class FileParser {
           has_op = true;
         } else if (key == "redispatch") {
           if (policy != PolicyKind::fp32_append_dtype) {
-            diags_.error(value->location(), fmt::format("'redispatch:' is only meaningful in fp32_append_dtype, not in {}", spelling(policy)));
+            diags_.error(key_node->location(), fmt::format("'redispatch:' is only meaningful in fp32_append_dtype, not in {}", spelling(policy)),
+                       key_node->source_length());
             return;
           }
           entry.redispatch = op_name(*value);
           if (!entry.redispatch) return;
         } else if (key == "message") {
           if (policy != PolicyKind::banned) {
-            diags_.error(value->location(), fmt::format("'message:' is only meaningful in banned, not in {}", spelling(policy)));
+            diags_.error(key_node->location(), fmt::format("'message:' is only meaningful in banned, not in {}", spelling(policy)),
+                       key_node->source_length());
             return;
           }
           entry.message = scalar(*value, "'message:' must be a non-empty string");

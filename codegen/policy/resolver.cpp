@@ -152,7 +152,8 @@ class Resolver {
       const std::string qualified = pattern->ns.empty() ? pattern->name : pattern->ns + "::" + pattern->name;
       diags_.error(op.location,
                    suggestion.empty() ? fmt::format("unknown op '{}'", qualified)
-                                      : fmt::format("unknown op '{}'; did you mean '{}'?", qualified, suggestion),
+                                      : fmt::format("unknown op '{}'; did you mean '{}{}'?", qualified,
+                                                    pattern->ns.empty() ? "" : pattern->ns + "::", suggestion),
                    op.length);
       return {};
     }
@@ -224,7 +225,8 @@ class Resolver {
   }
 
   void add(const PolicyFile& file, const PolicyEntry& entry, const FunctionSchema& schema) {
-    ResolvedEntry resolved{&schema, entry.policy, nullptr, entry.message ? entry.message->text : std::string(), entry.op.location};
+    ResolvedEntry resolved{&schema,           entry.policy,      nullptr, entry.message ? entry.message->text : std::string(),
+                           entry.op.location, entry.op.length};
     if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
       const model::Argument* dtype = schema.find_argument("dtype");
       if (!dtype || !dtype->type.is_optional_scalar_type()) {
@@ -255,18 +257,19 @@ class Resolver {
                      same_file ? fmt::format("redundant entry: '{}' is already listed in {}", name, spelling(entry.policy))
                                : fmt::format("redundant entry: '{}' is already inherited in {}", name, spelling(entry.policy)),
                      entry.op.length);
-      diags_.note(existing.entry.location, "listed here");
+      diags_.note(existing.entry.location, "listed here", existing.entry.length);
     } else if (same_file) {
       diags_.error(entry.op.location,
                    fmt::format("'{}' is listed in both {} and {}", name, spelling(existing.entry.policy), spelling(entry.policy)),
                    entry.op.length);
-      diags_.note(existing.entry.location, fmt::format("listed in {} here", spelling(existing.entry.policy)));
+      diags_.note(existing.entry.location, fmt::format("listed in {} here", spelling(existing.entry.policy)),
+                  existing.entry.length);
     } else {
       diags_.error(entry.op.location,
                    fmt::format("'{}' is inherited as {}; list it under 'remove:' to give it another policy", name,
                                spelling(existing.entry.policy)),
                    entry.op.length);
-      diags_.note(existing.entry.location, "inherited from here");
+      diags_.note(existing.entry.location, "inherited from here", existing.entry.length);
     }
   }
 

@@ -9,6 +9,13 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_ident_char(char c) { return is_ident_start(c) || is_digit(c); }
 }  // namespace
 
+uint32_t utf8_length(unsigned char lead) {
+  if (lead >= 0xC2 && lead <= 0xDF) return 2;
+  if (lead >= 0xE0 && lead <= 0xEF) return 3;
+  if (lead >= 0xF0 && lead <= 0xF4) return 4;
+  return 1;
+}
+
 std::string_view describe(TokenKind kind) {
   switch (kind) {
     case TokenKind::identifier: return "identifier";
@@ -88,8 +95,22 @@ Token Lexer::next() {
     case '=': return make(TokenKind::equals, 1);
     case '.': return make(TokenKind::dot, 1);
     case '-': return make(TokenKind::minus, 1);
-    default: return make(TokenKind::error, 1);
+    default: {
+      // Report a multi-byte UTF-8 character whole, so messages and carets show all of it.
+      const uint32_t expected = utf8_length(static_cast<unsigned char>(c));
+      uint32_t length = 1;
+      while (length < expected && pos_ + length < size && (static_cast<unsigned char>(text_[pos_ + length]) & 0xC0) == 0x80)
+        ++length;
+      return make(TokenKind::error, length);
+    }
   }
+}
+
+Token Lexer::word() {
+  const auto size = static_cast<uint32_t>(text_.size());
+  const uint32_t start = pos_;
+  while (pos_ < size && is_ident_char(text_[pos_])) ++pos_;
+  return Token{TokenKind::identifier, start, text_.substr(start, pos_ - start)};
 }
 
 }  // namespace autocastgen::schema

@@ -13,10 +13,12 @@ enum class TokenKind : uint8_t {
   lparen, rparen, lbracket, rbracket, question, bang, pipe, star, comma, equals, dot,
   colon_colon, arrow, minus,
   end,
-  error,  // an unexpected character or an unterminated string
+  error,  // an unexpected character (a whole UTF-8 sequence) or an unterminated string
 };
 
 [[nodiscard]] std::string_view describe(TokenKind kind);
+// Bytes of the UTF-8 sequence that `lead` starts (1 for ASCII and for bytes that start none).
+[[nodiscard]] uint32_t utf8_length(unsigned char lead);
 
 struct Token {
   TokenKind kind;
@@ -28,6 +30,9 @@ class Lexer {
  public:
   explicit Lexer(std::string_view text) : text_(text) {}
   [[nodiscard]] Token next();
+  // `[A-Za-z0-9_]*` right at the current position, without skipping spaces (an overload name
+  // after '.'); an empty identifier token when there is none.
+  [[nodiscard]] Token word();
   [[nodiscard]] std::string_view text() const { return text_; }
 
  private:

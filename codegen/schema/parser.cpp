@@ -2,6 +2,7 @@
 // on argument order (one `*`, out arguments last) and names (no duplicates).
 #include "schema/parser.h"
 
+#include <charconv>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,18 @@ using model::Return;
 using model::Type;
 
 constexpr std::string_view kCustomClassPrefix = "__torch__.torch.classes.";
+// Real schemas nest two deep (`Tensor?[]`, `[[0, 1]]` would be three); the limits only keep
+// adversarial input from recursing without bound.
+constexpr int kMaxTypeSuffixes = 16;
+constexpr int kMaxDefaultNesting = 16;
+
+// How an unexpected character is named in a message: printable ASCII and UTF-8 as they are,
+// other bytes as `\xNN`.
+std::string printable(std::string_view text) {
+  const auto c = static_cast<unsigned char>(text.front());
+  if ((c >= 0x20 && c < 0x7F) || (c >= 0x80 && text.size() > 1 && text.size() == utf8_length(c))) return std::string(text);
+  return fmt::format("\\x{:02X}", c);
+}
 
 // Thrown inside the parser only, caught at its entry point: keeps each step free of
 // error-propagation noise. Exactly one error per schema is reported.
@@ -51,8 +64,9 @@ class Parser {
     previous_end_ = token_.offset + static_cast<uint32_t>(token_.text.size());
     token_ = lexer_.next();
     if (token_.kind == TokenKind::error) {
-      if (token_.text.size() > 1) fail(token_.offset, 1, "unterminated string literal");
-      fail(token_.offset, 1, fmt::format("unexpected character '{}' in schema", token_.text));
+      if (token_.text[0] == '\'' || token_.text[0] == '"') fail(token_.offset, 1, "unterminated string literal");
+      fail(token_.offset, static_cast<uint32_t>(token_.text.size()),
+           fmt::format("unexpected character '{}' in schema", printable(token_.text)));
     }
   }
 
@@ -103,11 +117,14 @@ class Parser {
     if (name.name.ends_with("_out"))
       fail(name_offset, static_cast<uint32_t>(first.size()),
            "operator names may not end in '_out'; write an 'out' overload instead");
-    if (accept(TokenKind::dot)) {
+    if (token_.kind == TokenKind::dot) {
+      // Overload names are letters, digits and '_' (they may start with a digit), right after '.'.
+      token_ = lexer_.word();
       name.overload_location = loc(token_.offset);
-      // Overload names are identifiers, but may also start with a digit.
-      if (token_.kind != TokenKind::identifier && token_.kind != TokenKind::number)
-        fail_here(fmt::format("expected an overload name after '.', found {}", found()));
+      if (token_.text.empty()) {
+        advance();
+        fail_here(fmt::format("expected an overload name right after '.', found {}", found()));
+      }
       name.overload = std::string(token_.text);
       advance();
     }
@@ -167,10 +184,8 @@ class Parser {
     } else if (auto base = model::parse_base_ty(spelled)) {
       type = Type::base(*base);
     } else {
-      static const std::vector<std::string_view> known = {
-          "Tensor", "int", "float", "bool", "str", "Scalar", "ScalarType", "SymInt", "SymBool", "Layout",
-          "Device", "DeviceIndex", "MemoryFormat", "Generator", "Dimname", "Storage", "Stream", "QScheme",
-          "DimVector", "GraphModule"};
+      static const std::vector<std::string_view> known(model::base_ty_spellings().begin(),
+                                                       model::base_ty_spellings().end());
       std::string suggestion = closest_match(spelled, known);
       fail(start, static_cast<uint32_t>(spelled.size()),
            suggestion.empty() ? fmt::format("unknown type '{}'", spelled)
@@ -182,16 +197,24 @@ class Parser {
       annotation = parse_annotation();
       expect(TokenKind::rparen, "')' after the alias annotation");
     }
-    while (true) {
+    for (int suffixes = 0;; ++suffixes) {
+      if ((token_.kind == TokenKind::question || token_.kind == TokenKind::lbracket) && suffixes == kMaxTypeSuffixes)
+        fail_here(fmt::format("a type may have at most {} '?' and '[]' suffixes", kMaxTypeSuffixes));
       if (accept(TokenKind::question)) {
         type = Type::optional(*type);
       } else if (token_.kind == TokenKind::lbracket) {
         advance();
         std::optional<uint32_t> size;
         if (token_.kind == TokenKind::number) {
-          if (token_.text.find_first_not_of("0123456789") != std::string_view::npos)
-            fail_here(fmt::format("list size must be a non-negative integer, found '{}'", token_.text));
-          size = static_cast<uint32_t>(std::stoul(std::string(token_.text)));
+          // torchgen prints `int[0]` as `int[]` and `int[01]` as `int[1]`: only the canonical
+          // spelling of a positive size round-trips.
+          const std::string_view digits = token_.text;
+          uint32_t value = 0;
+          const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+          if (digits[0] == '0' || digits[0] == '-' || end != digits.data() + digits.size() ||
+              error != std::errc())
+            fail_here(fmt::format("list size must be a positive integer without leading zeros, found '{}'", digits));
+          size = value;
           advance();
         }
         expect(TokenKind::rbracket, "']' to close the list type");
@@ -214,11 +237,13 @@ class Parser {
 
   // A default value: number, string, identifier (None, True, contiguous_format, ...), `-inf`, or a
   // bracketed list of those. Kept as written.
-  void parse_default_value() {
+  void parse_default_value(int depth = 0) {
     if (token_.kind == TokenKind::lbracket) {
+      if (depth == kMaxDefaultNesting)
+        fail_here(fmt::format("default values may nest at most {} lists deep", kMaxDefaultNesting));
       advance();
       if (!accept(TokenKind::rbracket)) {
-        do parse_default_value();
+        do parse_default_value(depth + 1);
         while (accept(TokenKind::comma));
         expect(TokenKind::rbracket, "']' or ',' in the default list");
       }
@@ -258,8 +283,10 @@ class Parser {
       Argument argument{std::move(annotated.type), std::move(annotated.annotation), {}, std::nullopt,
                         false, false, type_location, loc(token_.offset)};
       const uint32_t name_offset = token_.offset;
-      const std::string_view name = expect_identifier(fmt::format("an argument name after '{}'",
-                                                                  lexer_.text().substr(type_start, previous_end_ - type_start)));
+      if (token_.kind != TokenKind::identifier)
+        fail_here(fmt::format("expected an argument name after '{}', found {}",
+                              lexer_.text().substr(type_start, previous_end_ - type_start), found()));
+      const std::string_view name = expect_identifier("an argument name");
       argument.name = std::string(name);
       if (auto [it, inserted] = names.emplace(name, arguments.size()); !inserted)
         fail(name_offset, static_cast<uint32_t>(name.size()), fmt::format("duplicate argument name '{}'", name));

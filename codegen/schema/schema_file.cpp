@@ -44,8 +44,8 @@ std::optional<model::SchemaSet> load_schema_files(const std::vector<uint32_t>& f
       const model::OperatorName name = schema->name();
       if (const model::FunctionSchema* earlier = set.add(std::move(*schema))) {
         const SourceLocation where = name.overload.empty() ? name.location : name.overload_location;
-        diags.error(where, fmt::format("duplicate schema for '{}'", name.str()),
-                    static_cast<uint32_t>(name.overload.empty() ? name.name.size() : name.overload.size()));
+        const size_t length = !source.offsets_exact ? 1 : name.overload.empty() ? name.name.size() : name.overload.size();
+        diags.error(where, fmt::format("duplicate schema for '{}'", name.str()), static_cast<uint32_t>(length));
         diags.note(earlier->location(), "first declared here");
       }
     }

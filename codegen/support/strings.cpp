@@ -2,6 +2,7 @@
 #include "support/strings.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 namespace autocastgen {
@@ -27,6 +28,13 @@ size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string_view>& candidates) {
+  // A difference in case only is the likeliest typo of all.
+  for (std::string_view candidate : candidates)
+    if (candidate.size() == word.size() &&
+        std::equal(candidate.begin(), candidate.end(), word.begin(), [](char a, char b) {
+          return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+        }))
+      return std::string(candidate);
   // Allow about one typo per three characters, at least one.
   const size_t limit = std::max<size_t>(1, word.size() / 3);
   std::string_view best;

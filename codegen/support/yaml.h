@@ -1,6 +1,7 @@
 // A YAML tree in which every node keeps its source location, built on yaml-cpp's event parser.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,8 +53,21 @@ class YamlNode {
   std::vector<Pair> pairs_;
 };
 
+// How parse_yaml may split work. The defaults are what every caller wants; tests and fuzzers set
+// them to force (or forbid) the chunked path on small inputs.
+struct YamlParseOptions {
+  unsigned threads = 0;                     // 0: up to 2, as the hardware allows; 1: never split
+  size_t min_parallel_bytes = 128 * 1024;   // smaller files always parse whole
+};
+
+// Aliases copy the anchored node; a few bytes of nested aliases could otherwise expand into
+// billions of nodes ("billion laughs"). Past this many copied nodes the file is rejected.
+inline constexpr size_t kMaxYamlAliasNodes = 1'000'000;
+
 // Parses the single YAML document in `file`. Reports syntax errors (and tabs used for
-// indentation) to `diags`. An empty document gives a null node.
-[[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags);
+// indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
+// is skipped; locations still count it.
+[[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
+                                                 const YamlParseOptions& options = {});
 
 }  // namespace autocastgen

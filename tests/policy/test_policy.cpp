@@ -1,0 +1,261 @@
+// Policy loading and resolution: semantics of each rule, and a table of one-line error cases.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "policy/resolver.h"
+#include "schema/schema_file.h"
+
+namespace autocastgen::policy {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes policy files into a fresh directory and resolves them against the schema fixture.
+class PolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("autocastgen_policy_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::vector<uint32_t> files;
+    std::string error;
+    for (const char* name : {"mini_native_functions.yaml", "custom_ops.yaml"})
+      files.push_back(*sources_.add_file(fs::path(AUTOCASTGEN_TEST_DATA) / "schemas" / name, error));
+    DiagnosticEngine schema_diags(sources_, diag_text_);
+    schemas_ = schema::load_schema_files(files, sources_, schema_diags);
+    ASSERT_TRUE(schemas_.has_value()) << diag_text_.str();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
+
+  std::optional<ResolvedPolicy> resolve(const std::string& name) {
+    diags_ = std::make_unique<DiagnosticEngine>(sources_, diag_text_);
+    return load_policy(dir_ / name, *schemas_, sources_, *diags_);
+  }
+
+  // The diagnostics without the directory prefix, for readable expectations.
+  std::string diagnostics() const {
+    std::string text = diag_text_.str();
+    const std::string prefix = (dir_ / "").string();
+    for (size_t pos; (pos = text.find(prefix)) != std::string::npos;) text.erase(pos, prefix.size());
+    return text;
+  }
+
+  static std::map<std::string, PolicyKind> by_op(const ResolvedPolicy& policy) {
+    std::map<std::string, PolicyKind> out;
+    for (const ResolvedEntry& e : policy.entries) out[display_name(*e.schema)] = e.policy;
+    return out;
+  }
+
+  fs::path dir_;
+  SourceManager sources_;
+  std::ostringstream diag_text_;
+  std::unique_ptr<DiagnosticEngine> diags_;
+  std::optional<model::SchemaSet> schemas_;
+};
+
+TEST_F(PolicyTest, ResolvesEveryPolicyKind) {
+  write("p.yaml", R"(autocast:
+  device: cuda
+lists:
+  lower_precision_fp: [mm, conv1d]
+  fp32: [log]
+  fp32_set_opt_dtype: [softmax.int, sum]
+  fp32_append_dtype: [norm.Scalar]
+  promote: [cat]
+  banned:
+    - {op: binary_cross_entropy, message: "use the logits form"}
+)");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  EXPECT_EQ(policy->device, "cuda");
+  EXPECT_EQ(policy->dispatch_key, "AutocastCUDA");
+  EXPECT_EQ(policy->lower_precision, (std::vector<std::string>{"float16", "bfloat16"}));
+  ASSERT_EQ(policy->entries.size(), 8u);
+  // File order is kept.
+  EXPECT_EQ(display_name(*policy->entries[0].schema), "mm");
+  EXPECT_EQ(display_name(*policy->entries[1].schema), "conv1d");  // the default overload only
+  EXPECT_EQ(policy->count(PolicyKind::fp32_set_opt_dtype), 2u);
+  const ResolvedEntry& append = policy->entries[5];
+  EXPECT_EQ(append.policy, PolicyKind::fp32_append_dtype);
+  ASSERT_NE(append.redispatch, nullptr);
+  EXPECT_EQ(display_name(*append.redispatch), "norm.ScalarOpt_dtype");  // Scalar p widens to Scalar? p
+  EXPECT_EQ(policy->entries.back().message, "use the logits form");
+  EXPECT_EQ(diagnostics(), "");
+}
+
+TEST_F(PolicyTest, GlobExpandsToEligibleOverloadsOnly) {
+  write("p.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [\"pow.*\", \"add.*\"]\n");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  std::vector<std::string> names;
+  for (const auto& e : policy->entries) names.push_back(display_name(*e.schema));
+  EXPECT_EQ(names, (std::vector<std::string>{"pow.Tensor_Tensor", "pow.Scalar", "pow.Tensor_Scalar", "add.Tensor", "add.Scalar"}));
+  EXPECT_EQ(policy->dispatch_key, "AutocastCPU");
+  EXPECT_EQ(policy->lower_precision.front(), "bfloat16");  // the CPU default
+}
+
+TEST_F(PolicyTest, ExtendsInheritsRemovesAndOverridesTheHeader) {
+  write("base.yaml", R"(autocast: {device: privateuseone, lower_precision: [bfloat16]}
+lists:
+  lower_precision_fp: [mm, addmm]
+  fp32: [log, exp]
+)");
+  write("derived.yaml", R"(autocast: {device: cuda}
+extends: base.yaml
+remove: [exp]
+lists:
+  fp32: [exp]
+  promote: [stack]
+)");
+  std::filesystem::create_directories(dir_ / "sub");
+  write("sub/leaf.yaml", "extends: ../derived.yaml\nremove: [addmm]\nlists:\n  promote: [addmm]\n");
+  auto policy = resolve("sub/leaf.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  EXPECT_EQ(policy->device, "cuda");
+  EXPECT_EQ(policy->dispatch_key, "AutocastCUDA");  // a new device brings its own key
+  EXPECT_EQ(policy->lower_precision, (std::vector<std::string>{"bfloat16"}));  // inherited
+  EXPECT_EQ(by_op(*policy), (std::map<std::string, PolicyKind>{{"mm", PolicyKind::lower_precision_fp},
+                                                               {"log", PolicyKind::fp32},
+                                                               {"exp", PolicyKind::fp32},
+                                                               {"stack", PolicyKind::promote},
+                                                               {"addmm", PolicyKind::promote}}));
+  // Inherited entries come first, in their files' order.
+  EXPECT_EQ(display_name(*policy->entries.front().schema), "mm");
+  EXPECT_EQ(display_name(*policy->entries.back().schema), "addmm");
+  ASSERT_EQ(policy->files.size(), 3u);
+  EXPECT_NE(sources_.name(policy->files[0]).find("leaf.yaml"), std::string::npos);
+}
+
+TEST_F(PolicyTest, RedundantEntriesAreWarningsOnly) {
+  write("p.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log, log]\n");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy);
+  EXPECT_EQ(policy->entries.size(), 1u);
+  EXPECT_EQ(diags_->warning_count(), 1u);
+  EXPECT_EQ(diagnostics(),
+            "p.yaml:3:15: warning: redundant entry: 'log' is already listed in fp32\n"
+            "  fp32: [log, log]\n"
+            "              ^~~\n"
+            "p.yaml:3:10: note: listed here\n"
+            "  fp32: [log, log]\n"
+            "         ^~~\n");
+}
+
+TEST_F(PolicyTest, CustomNamespaceOps) {
+  write("p.yaml", "autocast: {device: privateuseone}\nlists:\n  lower_precision_fp: [mybackend::fused_linear, mm]\n  fp32: [\"mybackend::scale\"]\n");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  EXPECT_EQ(display_name(*policy->entries[0].schema), "mybackend::fused_linear");
+  EXPECT_EQ(policy->dispatch_key, "AutocastPrivateUse1");
+}
+
+TEST_F(PolicyTest, AppendDtypeExplicitRedispatch) {
+  write("p.yaml", "autocast: {device: cuda}\nlists:\n  fp32_append_dtype:\n    - {op: norm.ScalarOpt_dim, redispatch: norm.ScalarOpt_dim_dtype}\n");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  EXPECT_EQ(display_name(*policy->entries[0].redispatch), "norm.ScalarOpt_dim_dtype");
+}
+
+TEST_F(PolicyTest, AllErrorsOfARunAreReported) {
+  write("p.yaml", "autocast: {device: cuda}\nlists:\n  fp32: [mmm, add_.Tensor, arange.start]\n  promote: [log]\n  banned: [{op: log, message: x}]\n");
+  EXPECT_FALSE(resolve("p.yaml"));
+  EXPECT_EQ(diags_->error_count(), 4u) << diagnostics();
+}
+
+// One-line error cases: (policy text, the first diagnostic's `line:col: error: text`).
+struct ErrorCase {
+  const char* policy;
+  const char* expected;
+};
+
+class PolicyErrorTable : public PolicyTest, public ::testing::WithParamInterface<ErrorCase> {};
+
+TEST_P(PolicyErrorTable, FirstDiagnostic) {
+  write("p.yaml", GetParam().policy);
+  EXPECT_FALSE(resolve("p.yaml").has_value());
+  std::string first = diagnostics().substr(0, diagnostics().find('\n'));
+  ASSERT_TRUE(first.starts_with("p.yaml:")) << diagnostics();
+  EXPECT_EQ(first.substr(7), GetParam().expected) << diagnostics();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, PolicyErrorTable,
+    ::testing::Values(
+        ErrorCase{"", "1:1: error: policy file is empty; expected a mapping with 'autocast:' and 'lists:'"},
+        ErrorCase{"- mm\n", "1:1: error: expected a mapping at the top of a policy file, found a sequence"},
+        ErrorCase{"autocast: {device: cuda}\nlist: {}\n", "2:1: error: unknown top-level key 'list'; did you mean 'lists'?"},
+        ErrorCase{"autocast: {device: cuda}\nautocast: {device: cpu}\n", "2:1: error: duplicate key 'autocast'"},
+        ErrorCase{"autocast: {device: gpu}\n", "1:20: error: unknown device 'gpu'; did you mean 'cpu'?"},
+        ErrorCase{"autocast: {device: cuda, dispatch_key: AutocastCuda}\n",
+                  "1:40: error: unknown autocast dispatch key 'AutocastCuda'; did you mean 'AutocastCUDA'?"},
+        ErrorCase{"autocast: {device: cuda, lower_precision: [fp16]}\n",
+                  "1:44: error: unknown lower-precision dtype 'fp16'; did you mean 'float16'?"},
+        ErrorCase{"autocast: {device: cuda, lower_precision: []}\n",
+                  "1:43: error: 'lower_precision:' needs at least one dtype (float16 or bfloat16)"},
+        ErrorCase{"autocast: {device: cuda, precision: x}\n",
+                  "1:26: error: unknown key in 'autocast:' 'precision' (expected one of: device, dispatch_key, lower_precision)"},
+        ErrorCase{"lists: {fp32: [log]}\n", "1:1: error: no 'autocast: device:' in this policy or in the files it extends"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp16: [mm]}\n",
+                  "2:9: error: unknown policy 'fp16' (expected one of: lower_precision_fp, fp32, fp32_set_opt_dtype, "
+                  "fp32_append_dtype, promote, banned)"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: log}\n", "2:15: error: the 'fp32' list must be a sequence, found a scalar"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [mn]}\n", "2:16: error: unknown op 'mn'; did you mean 'mm'?"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log.outt]}\n",
+                  "2:16: error: unknown overload 'log.outt' (overloads: log)"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [add]}\n",
+                  "2:16: error: 'add' has no default overload; write one of: add.Tensor, add.Scalar, or 'add.*'"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [relu_.*]}\n",
+                  "2:16: error: 'relu_.*' matches no eligible overload: all 1 overloads of 'relu_' are in-place, out=, mutable "
+                  "or without a Tensor input"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log.out]}\n",
+                  "2:16: error: 'log.out' cannot autocast: it is an out= overload; only functional overloads autocast"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [add_.Tensor]}\n",
+                  "2:16: error: 'add_.Tensor' cannot autocast: it is an in-place overload; only functional overloads autocast"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [_amp_update_scale_]}\n",
+                  "2:16: error: '_amp_update_scale_' cannot autocast: it is an in-place overload; only functional overloads "
+                  "autocast"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [arange.start]}\n",
+                  "2:16: error: 'arange.start' cannot autocast: it has no Tensor-like input that could be floating point"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log], promote: [log]}\n",
+                  "2:32: error: 'log' is listed in both fp32 and promote"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [\"pow.*\"], promote: [pow.Scalar]}\n",
+                  "2:36: error: 'pow.Scalar' is listed in both fp32 and promote"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32_set_opt_dtype: [log]}\n",
+                  "2:30: error: fp32_set_opt_dtype needs an argument 'ScalarType? dtype', and 'log' has none"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32_append_dtype: [mean]}\n",
+                  "2:29: error: fp32_append_dtype: no overload of 'mean' takes the arguments of 'mean' plus a trailing "
+                  "'ScalarType dtype'; name one with 'redispatch:'"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32_append_dtype: [{op: norm.Scalar, redispatch: norm.ScalarOpt_dim_dtype}]}\n",
+                  "2:59: error: redispatch target 'norm.ScalarOpt_dim_dtype' does not take the arguments of 'norm.Scalar' "
+                  "plus a trailing 'ScalarType dtype'"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32_append_dtype: [{op: norm.Scalar, redispatch: norm.nope}]}\n",
+                  "2:59: error: unknown redispatch overload 'norm.nope'"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [{op: log, redispatch: exp}]}\n",
+                  "2:26: error: 'redispatch:' is only meaningful in fp32_append_dtype, not in fp32"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {banned: [binary_cross_entropy]}\n",
+                  "2:18: error: banned op 'binary_cross_entropy' needs a message for its users: write {op: "
+                  "binary_cross_entropy, message: \"...\"}"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [{op: log, message: hi}]}\n",
+                  "2:26: error: 'message:' is only meaningful in banned, not in fp32"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {banned: [{message: x}]}\n", "2:18: error: list entry has no 'op:' key"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [\"mm mm\"]}\n",
+                  "2:17: error: malformed op name 'mm mm'; expected name, name.overload or name.* (optionally ns::name)"},
+        ErrorCase{"autocast: {device: cuda}\nremove: [mm]\n", "2:10: error: 'remove:' drops inherited entries, but this policy extends nothing"},
+        ErrorCase{"autocast: {device: cuda}\nextends: missing.yaml\n",
+                  "2:10: error: cannot read extended policy 'missing.yaml': No such file or directory"},
+        ErrorCase{"autocast: {device: cuda}\nextends: p.yaml\n", "2:10: error: 'extends:' cycle: p.yaml -> p.yaml"},
+        ErrorCase{"autocast:\n\tdevice: cuda\n", "2:1: error: tab character in indentation; YAML allows only spaces"},
+        ErrorCase{"autocast: {device: cuda\n", "2:1: error: invalid YAML: end of map flow not found"}));
+
+
+}  // namespace
+}  // namespace autocastgen::policy

@@ -57,7 +57,7 @@ std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceMana
 }
 
 std::optional<model::SchemaSet> load_schemas(const std::vector<std::filesystem::path>& paths, SourceManager& sources,
-                                             DiagnosticEngine& diags) {
+                                             DiagnosticEngine& diags, std::vector<uint32_t>* loaded) {
   std::vector<std::filesystem::path> inputs = paths;
   if (inputs.empty()) {
     std::string why_not;
@@ -72,6 +72,7 @@ std::optional<model::SchemaSet> load_schemas(const std::vector<std::filesystem::
   for (const auto& path : inputs)
     if (auto file = read_input(path, sources, diags)) files.push_back(*file);
   if (diags.has_errors()) return std::nullopt;
+  if (loaded) *loaded = files;
   return schema::load_schema_files(files, sources, diags);
 }
 

@@ -11,5 +11,6 @@ namespace autocastgen::cli {
 using VerbRunner = std::function<int()>;
 VerbRunner add_schema_verb(CLI::App& app);
 VerbRunner add_check_verb(CLI::App& app);
+VerbRunner add_generate_verb(CLI::App& app);
 
 }  // namespace autocastgen::cli

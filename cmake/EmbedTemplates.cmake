@@ -1,0 +1,23 @@
+# Script mode: writes OUTPUT, a C++ file holding every template under TEMPLATE_DIR as a string.
+# Usage: cmake -DTEMPLATE_DIR=... -DOUTPUT=... -P EmbedTemplates.cmake
+file(GLOB_RECURSE templates RELATIVE "${TEMPLATE_DIR}" "${TEMPLATE_DIR}/*.mustache")
+list(SORT templates)
+set(body "// @generated from templates/ by cmake/EmbedTemplates.cmake. Do not edit.\n#include \"emit/templates.h\"\n\nnamespace autocastgen::emit {\n\nconst EmbeddedTemplate kEmbeddedTemplates[] = {\n")
+foreach(t ${templates})
+  file(READ "${TEMPLATE_DIR}/${t}" text)
+  string(FIND "${text}" ")acg_template\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "template ${t} contains the raw-string delimiter )acg_template\"")
+  endif()
+  string(APPEND body "    {\"${t}\", R\"acg_template(${text})acg_template\"},\n")
+endforeach()
+list(LENGTH templates count)
+string(APPEND body "};\nconst size_t kEmbeddedTemplateCount = ${count};\n\n}  // namespace autocastgen::emit\n")
+# Rewrite only on change, so an unchanged template set rebuilds nothing.
+if(EXISTS "${OUTPUT}")
+  file(READ "${OUTPUT}" old)
+  if(old STREQUAL body)
+    return()
+  endif()
+endif()
+file(WRITE "${OUTPUT}" "${body}")

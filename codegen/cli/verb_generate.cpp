@@ -1,0 +1,127 @@
+// `autocastgen generate`: policy + schemas + templates -> wrappers and manifest, written if changed.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/inputs.h"
+#include "cli/verbs.h"
+#include "emit/output_writer.h"
+#include "emit/torch_target.h"
+#include "policy/resolver.h"
+#include "support/hash.h"
+
+namespace autocastgen::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GenerateOptions {
+  fs::path policy;
+  std::vector<fs::path> schemas;
+  std::string target = "torch";
+  fs::path out;
+  fs::path templates;
+  std::string state = "torch";
+  std::string name;
+  std::string dispatch_key;
+  bool no_fallthrough = false;
+  bool check = false;
+  fs::path depfile;
+};
+
+// Paths inside the working directory print relative to it; others by file name only, so generated
+// files never carry a machine's absolute paths.
+std::string display_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path absolute = fs::weakly_canonical(path, ec);
+  const fs::path cwd = fs::current_path(ec);
+  const fs::path relative = absolute.lexically_relative(cwd);
+  if (!relative.empty() && *relative.begin() != "..") return relative.generic_string();
+  return fs::path(path).filename().string();
+}
+
+int run(const GenerateOptions& options) {
+  SourceManager sources;
+  DiagnosticEngine diags(sources, std::cerr);
+  if (options.state != "torch") {
+    diags.error({}, "--state autocastgen needs autocastgen's own runtime state, which this version does not have yet; "
+                    "use --state torch (PyTorch's at::autocast state)");
+    return 1;
+  }
+  std::vector<uint32_t> schema_files;
+  std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags, &schema_files);
+  if (!schemas) return 1;
+  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags);
+  if (!resolved || diags.has_errors()) return 1;
+  if (!options.dispatch_key.empty()) resolved->dispatch_key = options.dispatch_key;
+
+  std::optional<emit::TemplateSet> templates = options.templates.empty()
+                                                   ? emit::TemplateSet::builtin(options.target, sources, diags)
+                                                   : emit::TemplateSet::load(options.templates, sources, diags);
+  if (!templates) return 1;
+
+  emit::TorchTargetOptions target_options;
+  target_options.name = options.name.empty() ? options.policy.stem().string() : options.name;
+  target_options.state = options.state;
+  target_options.fallthrough = !options.no_fallthrough;
+  std::vector<fs::path> dependencies;
+  auto add_input = [&](uint32_t file, bool on_disk) {
+    target_options.inputs.push_back({on_disk ? display_path(sources.name(file)) : sources.name(file), sha256_hex(sources.text(file))});
+    if (on_disk) dependencies.emplace_back(sources.name(file));
+  };
+  for (uint32_t file : resolved->files) add_input(file, true);
+  for (uint32_t file : schema_files) add_input(file, true);
+  for (const auto& [name, file] : templates->files()) add_input(file, !options.templates.empty());
+
+  std::optional<std::vector<emit::GeneratedFile>> files = emit::emit_torch_target(*resolved, target_options, *templates, diags);
+  if (!files) return 1;
+  emit::OutputWriter writer(options.out);
+  for (emit::GeneratedFile& file : *files) writer.add(file.path, std::move(file.content), diags);
+  if (diags.has_errors()) return 1;
+
+  if (options.check) {
+    const std::vector<std::string> stale = writer.stale();
+    for (const std::string& path : stale) std::cerr << fmt::format("autocastgen: error: '{}' is out of date\n", path);
+    if (!stale.empty()) {
+      std::cerr << fmt::format("autocastgen: regenerate with: autocastgen generate --policy {} --target {} --out {}\n",
+                               options.policy.string(), options.target, options.out.string());
+      return 1;
+    }
+    return 0;
+  }
+  for (const std::string& path : writer.write(diags)) std::cout << "wrote " << path << "\n";
+  if (!options.depfile.empty()) {
+    bool changed = false;
+    std::string error;
+    if (!emit::write_if_changed(options.depfile, writer.depfile(dependencies), changed, error))
+      diags.error({}, fmt::format("cannot write depfile '{}': {}", options.depfile.string(), error));
+  }
+  return diags.has_errors() ? 1 : 0;
+}
+
+}  // namespace
+
+VerbRunner add_generate_verb(CLI::App& app) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* verb = app.add_subcommand("generate", "Generate autocast wrappers and a manifest from a policy");
+  verb->add_option("--policy", options->policy, "Policy YAML file")->required();
+  verb->add_option("--schemas", options->schemas, "Op-schema files; default: the installed PyTorch's native_functions.yaml")
+      ->check(CLI::ExistingFile);
+  verb->add_option("--target", options->target, "Code generation target")->check(CLI::IsMember({"torch"}))->default_val("torch");
+  verb->add_option("--out", options->out, "Output directory")->required();
+  verb->add_option("--templates", options->templates, "Directory of *.mustache templates replacing the built-in ones")
+      ->check(CLI::ExistingDirectory);
+  verb->add_option("--state", options->state, "Whose autocast state drives the wrappers")
+      ->check(CLI::IsMember({"torch", "autocastgen"}))
+      ->default_val("torch");
+  verb->add_option("--name", options->name, "Names the outputs (autocast_<name>.cpp) and the C++ namespace; default: the policy file's stem");
+  verb->add_option("--dispatch-key", options->dispatch_key, "Register under this dispatch key instead of the policy's");
+  verb->add_flag("--no-fallthrough", options->no_fallthrough, "Leave out the fallthrough fallback (another library owns it)");
+  verb->add_flag("--check", options->check, "Write nothing; exit 1 when the outputs in --out are stale");
+  verb->add_option("--depfile", options->depfile, "Also write a Makefile-style depfile of every input");
+  return [options] { return run(*options); };
+}
+
+}  // namespace autocastgen::cli

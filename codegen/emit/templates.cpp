@@ -1,0 +1,135 @@
+// Strict mustache rendering on kainjow: unknown names are collected and reported with locations.
+#include "emit/templates.h"
+
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace autocastgen::emit {
+
+namespace {
+
+namespace mustache = kainjow::mustache;
+
+// A context that remembers every name the template asked for and the data did not have.
+class StrictContext : public mustache::context<std::string> {
+ public:
+  explicit StrictContext(const mustache::data* data) : mustache::context<std::string>(data) {}
+
+  const mustache::data* get(const std::string& name) const override {
+    const mustache::data* found = mustache::context<std::string>::get(name);
+    if (!found) missing_.insert(name);
+    return found;
+  }
+  const mustache::data* get_partial(const std::string& name) const override {
+    const mustache::data* found = mustache::context<std::string>::get_partial(name);
+    if (!found) missing_partials_.insert(name);
+    return found;
+  }
+
+  mutable std::set<std::string> missing_;
+  mutable std::set<std::string> missing_partials_;
+};
+
+std::string template_name(const std::string& file_name) {
+  constexpr std::string_view kSuffix = ".mustache";
+  return file_name.ends_with(kSuffix) ? file_name.substr(0, file_name.size() - kSuffix.size()) : file_name;
+}
+
+}  // namespace
+
+std::optional<TemplateSet> TemplateSet::builtin(const std::string& target, SourceManager& sources, DiagnosticEngine& diags) {
+  TemplateSet set(sources);
+  const std::string prefix = target + "/";
+  for (size_t i = 0; i < kEmbeddedTemplateCount; ++i) {
+    const std::string path = kEmbeddedTemplates[i].path;
+    if (!path.starts_with(prefix)) continue;
+    set.files_[template_name(path.substr(prefix.size()))] = sources.add_buffer("<builtin>/" + path, kEmbeddedTemplates[i].text);
+  }
+  if (set.files_.empty()) {
+    diags.error({}, fmt::format("no built-in templates for target '{}'", target));
+    return std::nullopt;
+  }
+  return set;
+}
+
+std::optional<TemplateSet> TemplateSet::load(const std::filesystem::path& dir, SourceManager& sources, DiagnosticEngine& diags) {
+  TemplateSet set(sources);
+  std::error_code ec;
+  std::vector<std::filesystem::path> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.is_regular_file() && entry.path().extension() == ".mustache") paths.push_back(entry.path());
+  if (ec) {
+    diags.error({}, fmt::format("cannot read template directory '{}': {}", dir.string(), ec.message()));
+    return std::nullopt;
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const auto& path : paths) {
+    std::string error;
+    std::optional<uint32_t> file = sources.add_file(path, error);
+    if (!file) {
+      diags.error({}, fmt::format("cannot read template '{}': {}", path.string(), error));
+      return std::nullopt;
+    }
+    set.files_[template_name(path.filename().string())] = *file;
+  }
+  if (set.files_.empty()) {
+    diags.error({}, fmt::format("template directory '{}' has no *.mustache files", dir.string()));
+    return std::nullopt;
+  }
+  return set;
+}
+
+std::optional<std::string> TemplateSet::render(const std::string& name, const TemplateData& data,
+                                               DiagnosticEngine& diags) const {
+  auto it = files_.find(name);
+  if (it == files_.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, file] : files_) names.push_back(n);
+    diags.error({}, fmt::format("template '{}' is missing (have: {})", name, fmt::join(names, ", ")));
+    return std::nullopt;
+  }
+  // Partials are the other templates of the set.
+  mustache::data with_partials = data;
+  for (const auto& [partial_name, file] : files_) {
+    const std::string text(sources_->text(file));
+    if (partial_name != name) with_partials.set(partial_name, mustache::partial([text] { return text; }));
+  }
+  mustache::mustache tmpl{std::string(sources_->text(it->second))};
+  if (!tmpl.is_valid()) {
+    diags.error({it->second, 0}, fmt::format("invalid template: {}", tmpl.error_message()));
+    return std::nullopt;
+  }
+  tmpl.set_custom_escape([](const std::string& s) { return s; });  // C++, not HTML
+  StrictContext context(&with_partials);
+  std::string out = tmpl.render(context);
+  if (!tmpl.error_message().empty()) {
+    diags.error({it->second, 0}, fmt::format("template error: {}", tmpl.error_message()));
+    return std::nullopt;
+  }
+  if (context.missing_.empty() && context.missing_partials_.empty()) return out;
+
+  // Point at the first use of each missing name in any template of the set.
+  auto report = [&](const std::string& missing, bool partial) {
+    const std::regex tag(partial ? "\\{\\{>\\s*" + missing + "\\s*\\}\\}"
+                                 : "\\{\\{[#^&{]?\\s*" + std::regex_replace(missing, std::regex("\\."), "\\.") + "\\s*\\}?\\}\\}");
+    for (const auto& [n, file] : files_) {
+      const std::string text(sources_->text(file));
+      std::smatch match;
+      if (std::regex_search(text, match, tag)) {
+        diags.error({file, static_cast<uint32_t>(match.position(0))},
+                    fmt::format("template {} '{}' is not provided by the {} emitter", partial ? "partial" : "variable",
+                                missing, name),
+                    static_cast<uint32_t>(match.length(0)));
+        return;
+      }
+    }
+    diags.error({it->second, 0}, fmt::format("template {} '{}' is not provided", partial ? "partial" : "variable", missing));
+  };
+  for (const std::string& missing : context.missing_) report(missing, false);
+  for (const std::string& missing : context.missing_partials_) report(missing, true);
+  return std::nullopt;
+}
+
+}  // namespace autocastgen::emit

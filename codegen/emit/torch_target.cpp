@@ -1,0 +1,260 @@
+// Builds the template data for the torch target: one wrapper per resolved overload.
+#include "emit/torch_target.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "emit/torch_signature.h"
+#include "policy/resolver.h"
+
+#ifndef AUTOCASTGEN_VERSION
+#define AUTOCASTGEN_VERSION "0"
+#endif
+
+namespace autocastgen::emit {
+
+namespace {
+
+namespace mustache = kainjow::mustache;
+using policy::PolicyKind;
+
+constexpr size_t kWrapWidth = 72;  // arguments longer than this go on continuation lines
+
+// `a, b, c`, or, when long, a newline and lines filled up to 100 columns at a 6-space indent.
+std::string join_arguments(const std::vector<std::string>& items) {
+  std::string flat;
+  for (size_t i = 0; i < items.size(); ++i) flat += (i ? ", " : "") + items[i];
+  if (flat.size() <= kWrapWidth) return flat;
+  std::string out;
+  std::string line = "      ";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string piece = items[i] + (i + 1 < items.size() ? "," : "");
+    if (line.size() > 6 && line.size() + 1 + piece.size() > 100) {
+      out += "\n" + line;
+      line = "      ";
+    }
+    line += (line.size() > 6 ? " " : "") + piece;
+  }
+  return out + "\n" + line;
+}
+
+std::string cpp_string_literal(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string identifier(const std::string& text) {
+  std::string out;
+  for (char c : text) out.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
+  return out;
+}
+
+bool is_aten(const model::OperatorName& name) { return name.ns.empty() || name.ns == model::kDefaultNamespace; }
+
+struct Signature {
+  std::string return_type;
+  std::vector<std::string> param_types;
+  std::vector<std::string> param_names;
+  std::string function_type() const { return fmt::format("{}({})", return_type, fmt::join(param_types, ", ")); }
+};
+
+std::optional<Signature> signature_of(const model::FunctionSchema& schema, DiagnosticEngine& diags) {
+  Signature sig;
+  bool ok = true;
+  for (const model::Argument& arg : schema.arguments()) {
+    auto type = torch_argument_type(arg.type, arg.is_write());
+    if (!type) {
+      diags.error(arg.location, fmt::format("the torch target has no C++ type for '{}' (argument '{}' of '{}')", arg.type.str(),
+                                            arg.name, schema.name().str()));
+      ok = false;
+      continue;
+    }
+    sig.param_types.push_back(*type);
+    sig.param_names.push_back(cpp_identifier(arg.name));
+  }
+  auto ret = torch_return_type(schema.returns());
+  if (!ret) {
+    diags.error(schema.location(), fmt::format("the torch target has no C++ type for the returns of '{}'", schema.name().str()));
+    ok = false;
+  }
+  if (!ok) return std::nullopt;
+  sig.return_type = *ret;
+  return sig;
+}
+
+std::string callee(const model::FunctionSchema& schema) {
+  return is_aten(schema.name()) ? fmt::format("at::_ops::{}::call", torch_unambiguous_name(schema.name()))
+                                : fmt::format("{}_op().call", torch_unambiguous_name(schema.name()));
+}
+
+mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature& sig, std::set<std::string>& headers,
+                            DiagnosticEngine& diags) {
+  const model::FunctionSchema& schema = *entry.schema;
+  const std::string name = torch_unambiguous_name(schema.name());
+  const bool aten = is_aten(schema.name());
+  mustache::data d;
+  d.set("schema", schema.str());
+  d.set("op", fmt::format("{}::{}", aten ? std::string(model::kDefaultNamespace) : schema.name().ns, schema.name().unqualified()));
+  d.set("wrapper", name);
+  d.set("return_type", sig.return_type);
+  d.set("function_type", sig.function_type());
+  std::vector<std::string> params;
+  for (size_t i = 0; i < sig.param_types.size(); ++i) params.push_back(sig.param_types[i] + " " + sig.param_names[i]);
+  d.set("params", join_arguments(params));
+
+  // aten ops are called through at::_ops (checked against it at compile time); others through a
+  // typed dispatcher handle looked up once.
+  d.set("check_signature", aten);
+  d.set("ops_name", name);
+  d.set("dispatcher_handle", !aten);
+  d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
+  d.set("overload", schema.name().overload);
+  if (aten) headers.insert(torch_ops_header(schema.name()));
+  d.set("callee", callee(schema));
+
+  std::vector<std::string> plain_args = sig.param_names;
+  std::vector<std::string> cast_args;
+  mustache::data promote_args = mustache::data::type::list;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const bool tensor_like = schema.arguments()[i].type.is_tensor_like();
+    cast_args.push_back(tensor_like ? fmt::format("rt::cast({}, to, kDevice)", sig.param_names[i]) : sig.param_names[i]);
+    if (tensor_like) promote_args << mustache::data("arg", sig.param_names[i]);
+  }
+  d.set("plain_args", join_arguments(plain_args));
+  d.set("cast_args", join_arguments(cast_args));
+  d.set("promote_args", promote_args);
+  d.set("first_arg", sig.param_names.empty() ? std::string() : sig.param_names.front());
+
+  const PolicyKind kind = entry.policy;
+  d.set("cast", kind == PolicyKind::lower_precision_fp || kind == PolicyKind::fp32);
+  d.set("target_dtype", kind == PolicyKind::fp32 ? "at::kFloat" : "rt::lower_precision_dtype(kDevice)");
+  d.set("promote", kind == PolicyKind::promote);
+  d.set("set_opt_dtype", kind == PolicyKind::fp32_set_opt_dtype);
+  d.set("append_dtype", kind == PolicyKind::fp32_append_dtype);
+  d.set("banned", kind == PolicyKind::banned);
+  d.set("message_literal", cpp_string_literal(entry.message));
+
+  std::vector<std::string> dtype_args = sig.param_names;
+  for (size_t i = 0; i < schema.arguments().size(); ++i)
+    if (schema.arguments()[i].name == "dtype") dtype_args[i] = fmt::format("rt::fp32_if_unset({})", sig.param_names[i]);
+  d.set("fp32_dtype_args", join_arguments(dtype_args));
+
+  std::string redispatch_callee;
+  if (entry.redispatch) {
+    redispatch_callee = callee(*entry.redispatch);
+    if (is_aten(entry.redispatch->name())) headers.insert(torch_ops_header(entry.redispatch->name()));
+    else diags.error(entry.location, "fp32_append_dtype redispatch to another namespace is not supported by the torch target yet");
+  }
+  d.set("redispatch_callee", redispatch_callee);
+  return d;
+}
+
+}  // namespace
+
+std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + identifier(name); }
+
+std::optional<std::vector<GeneratedFile>> emit_torch_target(const policy::ResolvedPolicy& policy, const TorchTargetOptions& options,
+                                                            const TemplateSet& templates, DiagnosticEngine& diags) {
+  const size_t errors_before = diags.error_count();
+  mustache::data wrappers = mustache::data::type::list;
+  std::set<std::string> headers;
+  std::vector<std::string> namespaces;  // in first-use order
+  std::map<std::string, mustache::data> registrations;
+  for (const policy::ResolvedEntry& entry : policy.entries) {
+    std::optional<Signature> sig = signature_of(*entry.schema, diags);
+    if (!sig) continue;
+    wrappers << wrapper_data(entry, *sig, headers, diags);
+    const model::OperatorName& name = entry.schema->name();
+    const std::string ns = is_aten(name) ? std::string(model::kDefaultNamespace) : name.ns;
+    if (!registrations.count(ns)) {
+      namespaces.push_back(ns);
+      registrations[ns] = mustache::data::type::list;
+    }
+    mustache::data reg;
+    reg.set("op", name.unqualified());
+    reg.set("wrapper", torch_unambiguous_name(name));
+    registrations[ns] << reg;
+  }
+  if (diags.error_count() != errors_before) return std::nullopt;
+
+  mustache::data data;
+  std::vector<std::string> digests;
+  mustache::data inputs = mustache::data::type::list;
+  for (const InputDigest& input : options.inputs) {
+    digests.push_back(fmt::format("{}@{}", input.name, input.sha256.substr(0, 12)));
+    mustache::data i;
+    i.set("name", input.name);
+    i.set("sha256", input.sha256);
+    inputs << i;
+  }
+  data.set("generated_by", fmt::format("autocastgen {}", AUTOCASTGEN_VERSION));
+  data.set("input_digests", fmt::format("{}", fmt::join(digests, " ")));
+  data.set("inputs", inputs);
+  data.set("device", policy.device);
+  data.set("device_type", torch_device_type(policy.device));
+  data.set("dispatch_key", policy.dispatch_key);
+  std::vector<std::string> counts;
+  for (PolicyKind kind : policy::kAllPolicies)
+    if (policy.count(kind)) counts.push_back(fmt::format("{} {}", policy.count(kind), policy::spelling(kind)));
+  data.set("summary", fmt::format("{}", fmt::join(counts, ", ")));
+  data.set("cpp_namespace", generated_namespace(options.name));
+  mustache::data header_list = mustache::data::type::list;
+  for (const std::string& h : headers) header_list << mustache::data("header", h);
+  data.set("headers", header_list);
+  data.set("wrappers", wrappers);
+  mustache::data ns_list = mustache::data::type::list;
+  for (const std::string& ns : namespaces) {
+    mustache::data n;
+    n.set("ns", ns);
+    n.set("registrations", registrations[ns]);
+    ns_list << n;
+  }
+  data.set("namespaces", ns_list);
+  data.set("fallthrough", options.fallthrough);
+
+  std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
+  if (!cpp) return std::nullopt;
+  std::vector<GeneratedFile> files;
+  files.push_back({fmt::format("autocast_{}.cpp", options.name), std::move(*cpp)});
+  files.push_back({fmt::format("autocast_{}.manifest.json", options.name), torch_manifest(policy, options).dump(2) + "\n"});
+  return files;
+}
+
+nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, const TorchTargetOptions& options) {
+  nlohmann::ordered_json m;
+  m["generated_by"] = fmt::format("autocastgen {}", AUTOCASTGEN_VERSION);
+  m["target"] = "torch";
+  m["state"] = options.state;
+  m["device"] = policy.device;
+  m["dispatch_key"] = policy.dispatch_key;
+  m["lower_precision"] = policy.lower_precision;
+  m["inputs"] = nlohmann::ordered_json::array();
+  for (const InputDigest& input : options.inputs) m["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}});
+  m["ops"] = nlohmann::ordered_json::array();
+  const std::string ns = generated_namespace(options.name);
+  for (const policy::ResolvedEntry& entry : policy.entries) {
+    nlohmann::ordered_json op;
+    op["op"] = policy::display_name(*entry.schema);
+    op["policy"] = policy::spelling(entry.policy);
+    op["schema"] = entry.schema->str();
+    op["wrapper"] = ns + "::" + torch_unambiguous_name(entry.schema->name());
+    op["dispatch_key"] = policy.dispatch_key;
+    if (entry.redispatch) op["redispatch"] = policy::display_name(*entry.redispatch);
+    if (entry.policy == PolicyKind::banned) op["message"] = entry.message;
+    m["ops"].push_back(std::move(op));
+  }
+  return m;
+}
+
+}  // namespace autocastgen::emit

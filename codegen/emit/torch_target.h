@@ -1,0 +1,46 @@
+// The torch target: typed autocast wrappers + TORCH_LIBRARY_IMPL registration for a resolved
+// policy, and its manifest. Returns text only; the caller writes it (OutputWriter).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emit/templates.h"
+#include "policy/policy.h"
+
+namespace autocastgen::emit {
+
+struct InputDigest {
+  std::string name;  // as printed in @generated headers: relative to the working directory, else the file name
+  std::string sha256;
+};
+
+struct TorchTargetOptions {
+  std::string name;              // names the outputs (`autocast_<name>.cpp`) and the C++ namespace
+  std::string state = "torch";   // whose autocast state drives the wrappers
+  bool fallthrough = true;       // register the fallthrough fallback for the key (when none exists)
+  std::vector<InputDigest> inputs;
+};
+
+struct GeneratedFile {
+  std::string path;  // relative to the output directory
+  std::string content;
+};
+
+// Reports unmappable types and template problems; nullopt when there was any error.
+[[nodiscard]] std::optional<std::vector<GeneratedFile>> emit_torch_target(const policy::ResolvedPolicy& policy,
+                                                                          const TorchTargetOptions& options,
+                                                                          const TemplateSet& templates,
+                                                                          DiagnosticEngine& diags);
+
+// The manifest of a generated policy: every overload with its policy, canonical schema, wrapper
+// symbol and dispatch key (also read back by `autocastgen audit`).
+[[nodiscard]] nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, const TorchTargetOptions& options);
+
+// `autocastgen::generated::<name>` with `name` made a C++ identifier.
+[[nodiscard]] std::string generated_namespace(const std::string& name);
+
+}  // namespace autocastgen::emit

@@ -75,7 +75,7 @@ int run(const GenerateOptions& options) {
   for (uint32_t file : schema_files) add_input(file, true);
   for (const auto& [name, file] : templates->files()) add_input(file, !options.templates.empty());
 
-  std::optional<std::vector<emit::GeneratedFile>> files = emit::emit_torch_target(*resolved, target_options, *templates, diags);
+  std::optional<std::vector<emit::GeneratedFile>> files = emit::emit_torch_target(*schemas, *resolved, target_options, *templates, diags);
   if (!files) return 1;
   emit::OutputWriter writer(options.out);
   for (emit::GeneratedFile& file : *files) writer.add(file.path, std::move(file.content), diags);

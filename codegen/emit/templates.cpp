@@ -12,10 +12,12 @@ namespace {
 
 namespace mustache = kainjow::mustache;
 
-// A context that remembers every name the template asked for and the data did not have.
+// A context that remembers every name the template asked for and the data did not have, and
+// that finds partials among the templates only (never in the data, where a key could shadow one).
 class StrictContext : public mustache::context<std::string> {
  public:
-  explicit StrictContext(const mustache::data* data) : mustache::context<std::string>(data) {}
+  StrictContext(const mustache::data* data, const std::map<std::string, mustache::data>& partials)
+      : mustache::context<std::string>(data), partials_(partials) {}
 
   const mustache::data* get(const std::string& name) const override {
     const mustache::data* found = mustache::context<std::string>::get(name);
@@ -23,14 +25,26 @@ class StrictContext : public mustache::context<std::string> {
     return found;
   }
   const mustache::data* get_partial(const std::string& name) const override {
-    const mustache::data* found = mustache::context<std::string>::get_partial(name);
-    if (!found) missing_partials_.insert(name);
-    return found;
+    auto it = partials_.find(name);
+    if (it != partials_.end()) return &it->second;
+    missing_partials_.insert(name);
+    return nullptr;
   }
 
   mutable std::set<std::string> missing_;
   mutable std::set<std::string> missing_partials_;
+
+ private:
+  const std::map<std::string, mustache::data>& partials_;
 };
+
+// The mustache spec's standalone rule: a line holding only a section, inverted-section, closing,
+// comment or partial tag (and whitespace) leaves no line behind. kainjow keeps the line breaks of
+// skipped sections, so the rule is applied to the template text before it is parsed.
+std::string strip_standalone_lines(const std::string& text) {
+  static const std::regex standalone(R"(^[ \t]*(\{\{[#^/!>][^}]*\}\})[ \t]*\n)", std::regex::multiline);
+  return std::regex_replace(text, standalone, "$1");
+}
 
 std::string template_name(const std::string& file_name) {
   constexpr std::string_view kSuffix = ".mustache";
@@ -91,18 +105,19 @@ std::optional<std::string> TemplateSet::render(const std::string& name, const Te
     return std::nullopt;
   }
   // Partials are the other templates of the set.
-  mustache::data with_partials = data;
+  std::map<std::string, mustache::data> partials;
   for (const auto& [partial_name, file] : files_) {
     const std::string text(sources_->text(file));
-    if (partial_name != name) with_partials.set(partial_name, mustache::partial([text] { return text; }));
+    if (partial_name != name)
+      partials.emplace(partial_name, mustache::partial([stripped = strip_standalone_lines(text)] { return stripped; }));
   }
-  mustache::mustache tmpl{std::string(sources_->text(it->second))};
+  mustache::mustache tmpl{strip_standalone_lines(std::string(sources_->text(it->second)))};
   if (!tmpl.is_valid()) {
     diags.error({it->second, 0}, fmt::format("invalid template: {}", tmpl.error_message()));
     return std::nullopt;
   }
   tmpl.set_custom_escape([](const std::string& s) { return s; });  // C++, not HTML
-  StrictContext context(&with_partials);
+  StrictContext context(&data, partials);
   std::string out = tmpl.render(context);
   if (!tmpl.error_message().empty()) {
     diags.error({it->second, 0}, fmt::format("template error: {}", tmpl.error_message()));

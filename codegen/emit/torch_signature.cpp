@@ -55,7 +55,7 @@ std::optional<std::string> value_type(const Type& type) {
   return std::nullopt;
 }
 
-std::optional<std::string> argument_type(const Type& type, bool is_write) {
+std::optional<std::string> argument_type(const Type& type, bool is_write, bool structured) {
   if (auto value = value_type(type)) return value;
   switch (type.kind()) {
     case Type::Kind::base:
@@ -68,18 +68,19 @@ std::optional<std::string> argument_type(const Type& type, bool is_write) {
       if (elem.is_base(BaseTy::Scalar)) return "const ::std::optional<at::Scalar>&";
       if (elem.kind() == Type::Kind::list && elem.elem().is_base(BaseTy::Int)) return "at::OptionalIntArrayRef";
       if (elem.kind() == Type::Kind::list && elem.elem().is_base(BaseTy::SymInt)) return "at::OptionalSymIntArrayRef";
-      auto inner = argument_type(elem, is_write);
+      auto inner = argument_type(elem, is_write, structured);
       if (!inner) return std::nullopt;
       return "::std::optional<" + *inner + ">";
     }
     case Type::Kind::list: {
       const Type& elem = type.elem();
-      if (elem.is_base(BaseTy::Tensor)) return "at::TensorList";
+      if (elem.is_base(BaseTy::Tensor)) return structured ? "const at::ITensorListRef&" : "at::TensorList";
       if (elem.kind() == Type::Kind::optional && elem.elem().is_base(BaseTy::Tensor))
         return "const c10::List<::std::optional<at::Tensor>>&";
       if (elem.is_base(BaseTy::Int)) return "at::IntArrayRef";
       if (elem.is_base(BaseTy::SymInt)) return "c10::SymIntArrayRef";
-      auto inner = argument_type(elem, is_write);
+      // Other lists hold their elements by value.
+      std::optional<std::string> inner = elem.is_base(BaseTy::Scalar) ? std::optional<std::string>("at::Scalar") : value_type(elem);
       if (!inner) return std::nullopt;
       return "at::ArrayRef<" + *inner + ">";
     }
@@ -117,7 +118,9 @@ constexpr std::array<std::string_view, 30> kCppKeywords = {
 
 }  // namespace
 
-std::optional<std::string> torch_argument_type(const Type& type, bool is_write) { return argument_type(type, is_write); }
+std::optional<std::string> torch_argument_type(const Type& type, bool is_write, bool structured) {
+  return argument_type(type, is_write, structured);
+}
 
 std::optional<std::string> torch_return_type(const std::vector<model::Return>& returns) {
   if (returns.empty()) return "void";

@@ -12,7 +12,8 @@ namespace autocastgen::emit {
 
 // The C++ parameter type of an argument, e.g. `const ::std::optional<at::Tensor>&`; nullopt for a
 // type the mapping does not know (reported by the caller with the argument's location).
-[[nodiscard]] std::optional<std::string> torch_argument_type(const model::Type& type, bool is_write);
+// `structured` ops (see SchemaSet::Attributes) take Tensor[] as `const at::ITensorListRef&`.
+[[nodiscard]] std::optional<std::string> torch_argument_type(const model::Type& type, bool is_write, bool structured);
 // The C++ return type of the whole returns list (`void`, one type, or `::std::tuple<...>`).
 [[nodiscard]] std::optional<std::string> torch_return_type(const std::vector<model::Return>& returns);
 

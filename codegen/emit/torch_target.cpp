@@ -69,11 +69,11 @@ struct Signature {
   std::string function_type() const { return fmt::format("{}({})", return_type, fmt::join(param_types, ", ")); }
 };
 
-std::optional<Signature> signature_of(const model::FunctionSchema& schema, DiagnosticEngine& diags) {
+std::optional<Signature> signature_of(const model::FunctionSchema& schema, bool structured, DiagnosticEngine& diags) {
   Signature sig;
   bool ok = true;
   for (const model::Argument& arg : schema.arguments()) {
-    auto type = torch_argument_type(arg.type, arg.is_write());
+    auto type = torch_argument_type(arg.type, arg.is_write(), structured);
     if (!type) {
       diags.error(arg.location, fmt::format("the torch target has no C++ type for '{}' (argument '{}' of '{}')", arg.type.str(),
                                             arg.name, schema.name().str()));
@@ -164,7 +164,8 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
 
 std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + identifier(name); }
 
-std::optional<std::vector<GeneratedFile>> emit_torch_target(const policy::ResolvedPolicy& policy, const TorchTargetOptions& options,
+std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaSet& schemas, const policy::ResolvedPolicy& policy,
+                                                            const TorchTargetOptions& options,
                                                             const TemplateSet& templates, DiagnosticEngine& diags) {
   const size_t errors_before = diags.error_count();
   mustache::data wrappers = mustache::data::type::list;
@@ -172,7 +173,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const policy::Resolv
   std::vector<std::string> namespaces;  // in first-use order
   std::map<std::string, mustache::data> registrations;
   for (const policy::ResolvedEntry& entry : policy.entries) {
-    std::optional<Signature> sig = signature_of(*entry.schema, diags);
+    std::optional<Signature> sig = signature_of(*entry.schema, schemas.attributes(*entry.schema).structured, diags);
     if (!sig) continue;
     wrappers << wrapper_data(entry, *sig, headers, diags);
     const model::OperatorName& name = entry.schema->name();

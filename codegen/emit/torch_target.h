@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emit/templates.h"
+#include "model/schema_set.h"
 #include "policy/policy.h"
 
 namespace autocastgen::emit {
@@ -31,7 +32,8 @@ struct GeneratedFile {
 };
 
 // Reports unmappable types and template problems; nullopt when there was any error.
-[[nodiscard]] std::optional<std::vector<GeneratedFile>> emit_torch_target(const policy::ResolvedPolicy& policy,
+[[nodiscard]] std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaSet& schemas,
+                                                                          const policy::ResolvedPolicy& policy,
                                                                           const TorchTargetOptions& options,
                                                                           const TemplateSet& templates,
                                                                           DiagnosticEngine& diags);

@@ -1,6 +1,8 @@
 // Schema lookup tables and the autocast eligibility rule.
 #include "model/schema_set.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 namespace autocastgen::model {
@@ -9,7 +11,7 @@ std::string SchemaSet::key(std::string_view ns, std::string_view unqualified) {
   return fmt::format("{}::{}", ns.empty() ? kDefaultNamespace : ns, unqualified);
 }
 
-const FunctionSchema* SchemaSet::add(FunctionSchema schema) {
+const FunctionSchema* SchemaSet::add(FunctionSchema schema, Attributes attributes) {
   const std::string overload_key = key(schema.name().ns, schema.name().unqualified());
   if (auto it = by_overload_.find(overload_key); it != by_overload_.end()) return &schemas_[it->second];
   // Pointers handed out earlier stay valid only until the next add; callers keep indices or names.
@@ -20,7 +22,14 @@ const FunctionSchema* SchemaSet::add(FunctionSchema schema) {
   if (inserted) name_order_.push_back(name_key);
   it->second.push_back(index);
   schemas_.push_back(std::move(schema));
+  attributes_.push_back(attributes);
   return nullptr;
+}
+
+const SchemaSet::Attributes& SchemaSet::attributes(const FunctionSchema& schema) const {
+  const auto index = static_cast<size_t>(&schema - schemas_.data());
+  if (index >= schemas_.size()) throw std::out_of_range("autocastgen: schema does not belong to this SchemaSet");
+  return attributes_[index];
 }
 
 const FunctionSchema* SchemaSet::find(std::string_view ns, std::string_view unqualified) const {

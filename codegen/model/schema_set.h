@@ -15,11 +15,21 @@ namespace autocastgen::model {
 // Schemas written without a namespace belong to aten.
 inline constexpr std::string_view kDefaultNamespace = "aten";
 
+// What a schema file says about an entry beyond its `func:` (only what code generation needs).
+struct SchemaAttributes {
+  // `structured: True` or a `structured_delegate:`: torch's dispatcher then takes Tensor[] as
+  // ITensorListRef.
+  bool structured = false;
+};
+
 class SchemaSet {
  public:
+  using Attributes = SchemaAttributes;
+
   // Adds a schema; returns the earlier schema with the same namespace, name and overload instead
   // of adding when there is one.
-  [[nodiscard]] const FunctionSchema* add(FunctionSchema schema);
+  [[nodiscard]] const FunctionSchema* add(FunctionSchema schema, Attributes attributes = {});
+  [[nodiscard]] const Attributes& attributes(const FunctionSchema& schema) const;
 
   [[nodiscard]] const std::vector<FunctionSchema>& schemas() const { return schemas_; }
   // `ns` empty means aten; `unqualified` is `name` or `name.overload`.
@@ -32,6 +42,7 @@ class SchemaSet {
  private:
   static std::string key(std::string_view ns, std::string_view unqualified);
   std::vector<FunctionSchema> schemas_;
+  std::vector<Attributes> attributes_;  // parallel to schemas_
   std::unordered_map<std::string, size_t> by_overload_;
   std::unordered_map<std::string, std::vector<size_t>> by_name_;
   std::vector<std::string> name_order_;  // `ns::name`, first occurrence order

@@ -102,6 +102,18 @@ class Parser {
     return text;
   }
 
+  // With the current token a '.': the `[A-Za-z0-9_]+` right after it, then advances past it.
+  std::string_view expect_word(std::string_view what) {
+    token_ = lexer_.word();
+    if (token_.text.empty()) {
+      advance();
+      fail_here(fmt::format("expected {} right after '.', found {}", what, found()));
+    }
+    const std::string_view word = token_.text;
+    advance();
+    return word;
+  }
+
   model::OperatorName parse_operator_name() {
     model::OperatorName name;
     name.location = loc(token_.offset);
@@ -118,15 +130,9 @@ class Parser {
       fail(name_offset, static_cast<uint32_t>(first.size()),
            "operator names may not end in '_out'; write an 'out' overload instead");
     if (token_.kind == TokenKind::dot) {
-      // Overload names are letters, digits and '_' (they may start with a digit), right after '.'.
-      token_ = lexer_.word();
-      name.overload_location = loc(token_.offset);
-      if (token_.text.empty()) {
-        advance();
-        fail_here(fmt::format("expected an overload name right after '.', found {}", found()));
-      }
-      name.overload = std::string(token_.text);
-      advance();
+      // Overload names are letters, digits and '_' (they may start with a digit).
+      name.overload_location = loc(token_.offset + 1);
+      name.overload = std::string(expect_word("an overload name"));
     }
     return name;
   }
@@ -174,9 +180,8 @@ class Parser {
     if (spelled == "__torch__") {
       // `__torch__.torch.classes.<ns>.<Class>`
       while (token_.kind == TokenKind::dot) {
-        advance();
         spelled += ".";
-        spelled += expect_identifier("a class path component");
+        spelled += expect_word("a class path component");
       }
       if (!spelled.starts_with(kCustomClassPrefix) || spelled.size() == kCustomClassPrefix.size())
         fail(start, previous_end_ - start, fmt::format("'{}' is not a custom class type (__torch__.torch.classes.NS.NAME)", spelled));
@@ -275,6 +280,8 @@ class Parser {
         star_offset = token_.offset;
         kwarg_only = true;
         advance();
+        if (token_.kind != TokenKind::comma && token_.kind != TokenKind::rparen)
+          fail_here(fmt::format("expected ',' after '*', found {}", found()));
         continue;
       }
       const SourceLocation type_location = loc(token_.offset);

@@ -41,8 +41,12 @@ std::optional<model::SchemaSet> load_schema_files(const std::vector<uint32_t>& f
       const SchemaSource source{exact.value_or(func->location()), exact.has_value()};
       std::optional<model::FunctionSchema> schema = parse_function_schema(func->scalar(), source, diags);
       if (!schema) continue;
+      model::SchemaSet::Attributes attributes;
+      const YamlNode* structured = entry.find("structured");
+      attributes.structured = entry.find("structured_delegate") != nullptr ||
+                              (structured && structured->is_scalar() && structured->scalar() == "True");
       const model::OperatorName name = schema->name();
-      if (const model::FunctionSchema* earlier = set.add(std::move(*schema))) {
+      if (const model::FunctionSchema* earlier = set.add(std::move(*schema), attributes)) {
         const SourceLocation where = name.overload.empty() ? name.location : name.overload_location;
         const size_t length = !source.offsets_exact ? 1 : name.overload.empty() ? name.name.size() : name.overload.size();
         diags.error(where, fmt::format("duplicate schema for '{}'", name.str()), static_cast<uint32_t>(length));

@@ -34,12 +34,58 @@ std::string_view YamlNode::describe() const {
   return "a value";
 }
 
+namespace {
+
+bool is_yaml_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// A scalar event's mark sits on its properties (`&anchor`, `!tag`) when it has any: the offset
+// of the scalar's own first byte.
+uint32_t skip_properties(std::string_view buffer, uint32_t offset) {
+  while (offset < buffer.size() && (buffer[offset] == '&' || buffer[offset] == '!')) {
+    if (buffer.substr(offset, 2) == "!<") {
+      const size_t close = buffer.find('>', offset);
+      if (close == std::string_view::npos) return offset;
+      offset = static_cast<uint32_t>(close + 1);
+    } else {
+      while (offset < buffer.size() && !is_yaml_space(buffer[offset])) ++offset;
+    }
+    while (offset < buffer.size() && is_yaml_space(buffer[offset])) ++offset;
+  }
+  return offset;
+}
+
+// Whether the quoted scalar opening at `open` closes before `end`.
+bool quote_closes(std::string_view buffer, uint32_t open, uint32_t end) {
+  const char quote = buffer[open];
+  for (uint32_t i = open + 1; i < end; ++i) {
+    if (quote == '"' && buffer[i] == '\\') {
+      ++i;
+    } else if (buffer[i] == quote) {
+      if (quote == '\'' && i + 1 < end && buffer[i + 1] == '\'') ++i;  // '' is an escaped quote
+      else return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 // Builds YamlNodes from parser events. Marks are relative to the parsed text, which starts at
 // `base_offset` in the buffer when a chunk of a file is parsed on its own.
 class YamlTreeBuilder : public YAML::EventHandler {
  public:
   YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset)
       : buffer_(buffer), file_(file), base_offset_(base_offset) {}
+
+  // yaml-cpp accepts a quoted scalar that is still open at the end of its input, taking all the
+  // rest as its value. Such a scalar is the last one; this finds it. (Note [unterminated quotes])
+  [[nodiscard]] std::optional<YAML::Mark> unterminated_quote(uint32_t end) const {
+    if (!last_scalar_) return std::nullopt;
+    const uint32_t start = skip_properties(buffer_, base_offset_ + static_cast<uint32_t>(std::max(last_scalar_->pos, 0)));
+    if (start >= end || (buffer_[start] != '"' && buffer_[start] != '\'') || quote_closes(buffer_, start, end))
+      return std::nullopt;
+    return last_scalar_;
+  }
 
   std::optional<YamlNode> take_root() { return std::move(root_); }
   static void append_items(YamlNode& into, YamlNode&& from) {
@@ -49,7 +95,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    add(YamlNode(YamlNode::Kind::null, at(mark)), anchor, 1);
+    add(YamlNode(YamlNode::Kind::null, implicit_null_location(at(mark))), anchor, 1);
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     auto it = anchors_.find(anchor);
@@ -65,8 +111,10 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
     YamlNode node(YamlNode::Kind::scalar, at(mark));
     node.scalar_ = value;
-    // The value's bytes are in the buffer at the mark (plain) or one past it (quoted, no escapes).
-    const uint32_t offset = node.location_.offset;
+    last_scalar_ = mark;
+    // The value's bytes are in the buffer at the mark (plain) or one past it (quoted, no escapes),
+    // past any anchor or tag.
+    const uint32_t offset = skip_properties(buffer_, node.location_.offset);
     for (uint32_t skip : {0u, 1u}) {
       if (buffer_.substr(std::min<size_t>(offset + skip, buffer_.size()), value.size()) == value) {
         node.text_exact_ = true;
@@ -93,6 +141,18 @@ class YamlTreeBuilder : public YAML::EventHandler {
     std::optional<YamlNode> pending_key;
     size_t nodes;  // this node and everything under it so far
   };
+
+  // yaml-cpp marks an empty value (`key:` with nothing after it) at the next token, often on a
+  // later line; place it right after the last content before that token instead. Written nulls
+  // (`~`, `null`) and nulls with an anchor or tag keep their mark.
+  SourceLocation implicit_null_location(SourceLocation mark) const {
+    const std::string_view rest = buffer_.substr(std::min<size_t>(mark.offset, buffer_.size()));
+    for (std::string_view written : {"~", "null", "Null", "NULL", "&", "!"})
+      if (rest.starts_with(written)) return mark;
+    uint32_t offset = std::min<uint32_t>(mark.offset, static_cast<uint32_t>(buffer_.size()));
+    while (offset > 0 && is_yaml_space(buffer_[offset - 1])) --offset;
+    return {mark.file, offset};
+  }
 
   SourceLocation at(const YAML::Mark& mark) const {
     return {file_, base_offset_ + static_cast<uint32_t>(std::max(mark.pos, 0))};
@@ -130,6 +190,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
   std::map<YAML::anchor_t, std::pair<YamlNode, size_t>> anchors_;
   size_t alias_nodes_ = 0;
   std::optional<YamlNode> root_;
+  std::optional<YAML::Mark> last_scalar_;
 };
 
 namespace {
@@ -138,6 +199,7 @@ struct ChunkResult {
   std::optional<YamlNode> root;
   bool failed = false;
   bool multiple_documents = false;
+  SourceLocation second_document;  // where the second document's content starts
   std::optional<YAML::Mark> error_mark;
   std::string error_message;
 };
@@ -151,7 +213,13 @@ ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
     if (parser.HandleNextDocument(builder)) {
       result.root = builder.take_root();
       YamlTreeBuilder extra(buffer, file, begin);
-      if (parser.HandleNextDocument(extra)) result.multiple_documents = true;
+      if (parser.HandleNextDocument(extra)) {
+        result.multiple_documents = true;
+        if (std::optional<YamlNode> second = extra.take_root()) result.second_document = second->location();
+      }
+      std::optional<YAML::Mark> open = builder.unterminated_quote(end);
+      if (!open) open = extra.unterminated_quote(end);
+      if (open) throw YAML::ParserException(*open, "missing closing quote");
     }
   } catch (const YAML::Exception& e) {
     result.failed = true;
@@ -163,6 +231,12 @@ ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
 
 // Offsets where a line starts with "- " at column 0: each begins a new item of the top-level
 // block sequence (deeper content must be indented, so it cannot look like this).
+//
+// Note [unterminated quotes]
+// One exception: yaml-cpp lets a quoted scalar continue on a line that starts with "- " at
+// column 0, so a split can land inside one. The first chunk then ends in an open quote, which
+// yaml-cpp would accept (the value running to the end of the chunk); parse_text rejects that, as
+// PyYAML does for a whole file, so the chunked parse fails and the whole file is parsed instead.
 std::vector<uint32_t> chunk_starts(std::string_view text, size_t chunks) {
   std::vector<uint32_t> starts;
   if (!text.starts_with("- ")) return starts;
@@ -240,7 +314,8 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
     return std::nullopt;
   }
   if (whole.multiple_documents) {
-    diags.error({file, 0}, "expected a single YAML document, found several");
+    const SourceLocation where = whole.second_document.valid() ? whole.second_document : SourceLocation{file, 0};
+    diags.error(where, "expected a single YAML document, found another one here");
     return std::nullopt;
   }
   if (!whole.root) return YamlNode(YamlNode::Kind::null, {file, 0});

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Regenerates the golden generator output into a temporary directory and compares bytes; also
+checks determinism, write-only-if-changed and --check. `--update` refreshes the golden files."""
+import filecmp, os, subprocess, sys, tempfile, time, difflib
+
+GOLDEN = "tests/emit/golden"
+ARGS = ["generate", "--policy", "tests/data/policies/mini_all_policies.yaml",
+        "--schemas", "tests/data/schemas/mini_native_functions.yaml",
+        "--schemas", "tests/data/schemas/custom_ops.yaml", "--name", "mini"]
+
+
+def run(cli, *extra, check=True):
+    return subprocess.run([cli, *ARGS, *extra], capture_output=True, text=True, check=check)
+
+
+def main():
+    cli = sys.argv[1]
+    if "--update" in sys.argv:
+        run(cli, "--out", GOLDEN)
+        print(f"refreshed {GOLDEN}")
+        return 0
+    with tempfile.TemporaryDirectory() as out:
+        run(cli, "--out", out)
+        failed = False
+        for name in sorted(os.listdir(GOLDEN)):
+            got, want = os.path.join(out, name), os.path.join(GOLDEN, name)
+            if not os.path.exists(got) or not filecmp.cmp(got, want, shallow=False):
+                failed = True
+                got_lines = open(got).read().splitlines(True) if os.path.exists(got) else []
+                sys.stdout.writelines(difflib.unified_diff(open(want).read().splitlines(True), got_lines, want, got))
+        if sorted(os.listdir(out)) != sorted(os.listdir(GOLDEN)):
+            failed = True
+            print(f"files differ: generated {sorted(os.listdir(out))}, golden {sorted(os.listdir(GOLDEN))}")
+        if failed:
+            print(f"golden output is stale; if the change is intended, refresh it with:\n"
+                  f"  python3 tests/emit/check_golden.py build/bin/autocastgen --update")
+            return 1
+        # A second run writes nothing and leaves timestamps alone.
+        stamps = {n: os.stat(os.path.join(out, n)).st_mtime_ns for n in os.listdir(out)}
+        time.sleep(0.01)
+        second = run(cli, "--out", out)
+        assert second.stdout == "", f"unchanged outputs were rewritten: {second.stdout!r}"
+        assert stamps == {n: os.stat(os.path.join(out, n)).st_mtime_ns for n in os.listdir(out)}
+        # --check passes on fresh outputs, fails (and writes nothing) on stale ones.
+        assert run(cli, "--out", out, "--check").returncode == 0
+        cpp = os.path.join(out, "autocast_mini.cpp")
+        with open(cpp, "a") as f:
+            f.write("// edited\n")
+        stale = run(cli, "--out", out, "--check", check=False)
+        assert stale.returncode == 1 and "out of date" in stale.stderr, stale
+        assert open(cpp).read().endswith("// edited\n"), "--check must not write"
+    print("golden output, determinism, write-if-changed and --check: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -56,5 +56,11 @@ print(os.path.join(os.path.dirname(tg.origin), "packaged", "ATen", "native", "na
     target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" ${libs} "-Wl,--as-needed")
     target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
   endif()
+  # The wheel's CUDA libraries, for libraries that must bind to the CUDA build of torch.
+  if(torch_cuda AND EXISTS "${torch_dir}/lib/libtorch_cuda.so" AND NOT TARGET autocastgen::torch_cuda)
+    add_library(autocastgen::torch_cuda INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(autocastgen::torch_cuda INTERFACE
+      "-Wl,--no-as-needed" "${torch_dir}/lib/libtorch_cuda.so" "${torch_dir}/lib/libc10_cuda.so" "-Wl,--as-needed")
+  endif()
   message(STATUS "autocastgen: PyTorch ${torch_version} (CUDA ${torch_cuda}) at ${torch_dir}")
 endfunction()

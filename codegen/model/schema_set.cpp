@@ -66,6 +66,14 @@ bool is_autocast_eligible(const FunctionSchema& schema, std::string* reason) {
     }
     return false;
   }
+  // A few overloads torchgen calls functional still write `self` (set_data, record_stream, ...):
+  // casting an argument that is written would lose the write.
+  for (const Argument& arg : schema.arguments()) {
+    if (arg.is_write()) {
+      if (reason) *reason = fmt::format("it writes its argument '{}'", arg.name);
+      return false;
+    }
+  }
   if (!schema.has_tensor_like_input()) {
     if (reason) *reason = "it has no Tensor-like input that could be floating point";
     return false;

@@ -48,8 +48,8 @@ class SchemaSet {
   std::vector<std::string> name_order_;  // `ns::name`, first occurrence order
 };
 
-// An overload autocast may wrap: functional (not in-place, out=, mutable or scratch) and with at
-// least one Tensor-like input. When it is not, `reason` says why in a sentence fragment.
+// An overload autocast may wrap: functional (not in-place, out=, mutable or scratch), writing none
+// of its arguments, and with at least one Tensor-like input. When it is not, `reason` says why in a sentence fragment.
 [[nodiscard]] bool is_autocast_eligible(const FunctionSchema& schema, std::string* reason = nullptr);
 
 }  // namespace autocastgen::model

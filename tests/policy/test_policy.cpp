@@ -223,6 +223,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [_amp_update_scale_]}\n",
                   "2:16: error: '_amp_update_scale_' cannot autocast: it is an in-place overload; only functional overloads "
                   "autocast"},
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [set_data]}\n",
+                  "2:16: error: 'set_data' cannot autocast: it writes its argument 'self'"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [arange.start]}\n",
                   "2:16: error: 'arange.start' cannot autocast: it has no Tensor-like input that could be floating point"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log], promote: [log]}\n",

@@ -55,6 +55,8 @@ print(os.path.join(os.path.dirname(tg.origin), "packaged", "ATen", "native", "na
     # --no-as-needed keeps libtorch linked: it holds the static registrations we rely on.
     target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" ${libs} "-Wl,--as-needed")
     target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
+    # PyTorch 2.15's headers use C++20 (std::bit_width, <=>, starts_with); consumers inherit that.
+    target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
   endif()
   # The wheel's CUDA libraries, for libraries that must bind to the CUDA build of torch.
   if(torch_cuda AND EXISTS "${torch_dir}/lib/libtorch_cuda.so" AND NOT TARGET autocastgen::torch_cuda)

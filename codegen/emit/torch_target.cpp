@@ -120,6 +120,9 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
   d.set("dispatcher_handle", !aten);
   d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
   d.set("overload", schema.name().overload);
+  d.set("has_overload", !schema.name().overload.empty());
+  d.set("op_name", schema.name().name);
+  d.set("policy", std::string(policy::spelling(entry.policy)));
   if (aten) headers.insert(torch_ops_header(schema.name()));
   d.set("callee", callee(schema));
 

@@ -14,13 +14,7 @@ WrapperTrace& wrapper_trace() {
   return trace;
 }
 
-at::ScalarType lower_precision_dtype(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
-
 bool is_eligible(const at::Tensor& tensor, c10::DeviceType device) { return at::autocast::is_eligible(tensor, device); }
-
-at::Tensor cast(const at::Tensor& tensor, at::ScalarType to, c10::DeviceType device) {
-  return at::autocast::cached_cast(to, tensor, device);
-}
 
 std::optional<at::Tensor> cast(const std::optional<at::Tensor>& tensor, at::ScalarType to, c10::DeviceType device) {
   if (!tensor.has_value()) return std::nullopt;

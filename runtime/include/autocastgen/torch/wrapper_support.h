@@ -17,6 +17,13 @@ namespace torch {
 class Library;
 }
 
+// Exported by libtorch_cpu and declared in ATen/autocast_mode.h; declared again here (same
+// signatures) so generated files can call them inline without including that heavy header.
+namespace at::autocast {
+TORCH_API at::ScalarType get_autocast_dtype(at::DeviceType device_type);
+TORCH_API at::Tensor cached_cast(at::ScalarType to_type, const at::Tensor& arg, c10::DeviceType device_type);
+}  // namespace at::autocast
+
 namespace autocastgen::torch {
 
 // Which generated wrapper ran last on this thread, and how many have run: lets tests prove that
@@ -42,13 +49,15 @@ class WrapperScope {
 };
 
 // The current lower-precision dtype of `device` (torch.autocast's dtype).
-at::ScalarType lower_precision_dtype(c10::DeviceType device);
+inline at::ScalarType lower_precision_dtype(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
 
 // Note [eligible argument]: defined, floating point, on the policy's device, not float64.
 bool is_eligible(const at::Tensor& tensor, c10::DeviceType device);
 
 // Casts eligible tensors to `to` (through PyTorch's autocast cast cache); others pass unchanged.
-at::Tensor cast(const at::Tensor& tensor, at::ScalarType to, c10::DeviceType device);
+inline at::Tensor cast(const at::Tensor& tensor, at::ScalarType to, c10::DeviceType device) {
+  return at::autocast::cached_cast(to, tensor, device);
+}
 std::optional<at::Tensor> cast(const std::optional<at::Tensor>& tensor, at::ScalarType to, c10::DeviceType device);
 std::vector<at::Tensor> cast(at::TensorList tensors, at::ScalarType to, c10::DeviceType device);
 std::vector<at::Tensor> cast(const at::ITensorListRef& tensors, at::ScalarType to, c10::DeviceType device);

@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Alternates bench_wrapper_overhead in --mode=builtin and --mode=generated processes over several
+rounds (so machine drift hits both alike) and prints median ns/call and the ratio per op."""
+import argparse, json, statistics, subprocess, sys
+
+
+def run(binary, mode, min_time):
+    out = subprocess.run([binary, f"--mode={mode}", "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
+                         check=True, capture_output=True, text=True).stdout
+    return {b["name"]: b["real_time"] for b in json.loads(out)["benchmarks"]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", default="build/bin/bench_wrapper_overhead")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--min-time", default="0.2")
+    args = ap.parse_args()
+    samples = {"builtin": {}, "generated": {}}
+    for _ in range(args.rounds):
+        for mode in samples:
+            for name, ns in run(args.binary, mode, args.min_time).items():
+                samples[mode].setdefault(name, []).append(ns)
+    print(f"| op (tiny tensors, bf16 autocast; median of {args.rounds} alternating rounds) "
+          "| PyTorch built-in ns/call | generated ns/call | ratio (goal <= 1.0) |")
+    print("|---|---|---|---|")
+    for name in samples["builtin"]:
+        b, g = statistics.median(samples["builtin"][name]), statistics.median(samples["generated"][name])
+        print(f"| {name} | {b:.0f} | {g:.0f} | {g / b:.2f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

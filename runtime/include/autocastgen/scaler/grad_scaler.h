@@ -17,6 +17,9 @@
 
 namespace autocastgen {
 
+// A state dict: str keys, float or int values (c10's only dict type with mixed values).
+using GradScalerState = c10::impl::GenericDict;
+
 struct GradScalerOptions {
   // The device type the scaler is for (torch.amp.GradScaler's `device`). As there, a CUDA scaler
   // created where CUDA is unavailable warns and disables itself.
@@ -91,9 +94,9 @@ class GradScaler {
   // torch.amp.GradScaler's keys: "scale", "growth_factor", "backoff_factor" (floats),
   // "growth_interval", "_growth_tracker" (ints); plus "hysteresis", "_hysteresis_tracker",
   // "min_scale", "max_scale" only when an extra is set. Empty when disabled. Save it with
-  // torch::pickle_save(c10::IValue(dict)) to exchange it with Python.
-  c10::Dict<std::string, c10::IValue> state_dict() const;
-  void load_state_dict(const c10::Dict<std::string, c10::IValue>& state);
+  // torch::pickle_save(c10::IValue(dict)); torch.load reads it to exchange it with Python.
+  GradScalerState state_dict() const;
+  void load_state_dict(const GradScalerState& state);
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };

@@ -4,7 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <limits>
+#include <optional>
 
 #include "autocastgen/kernels/scaler_update.h"
 
@@ -21,13 +21,14 @@ at::Tensor& update_scale_(at::Tensor& scale, at::Tensor& growth_tracker, const a
                           double growth_factor, double backoff_factor, int64_t growth_interval);
 
 // autocastgen::update_scale_hysteresis_: the same plus Note [hysteresis] (scaler_update.h):
-// hysteresis_tracker (1 element, int32) holds the overflows still tolerated.
+// hysteresis_tracker (1 element, int32) holds the overflows still tolerated; max_scale None: no cap.
 at::Tensor& update_scale_hysteresis_(at::Tensor& scale, at::Tensor& growth_tracker, at::Tensor& hysteresis_tracker,
                                      const at::Tensor& found_inf, double growth_factor, double backoff_factor,
                                      int64_t growth_interval, int64_t hysteresis = 1, double min_scale = 0.0,
-                                     double max_scale = std::numeric_limits<double>::infinity());
+                                     std::optional<double> max_scale = std::nullopt);
 
 // Validates the extras (hysteresis >= 1, 0 <= min_scale <= max_scale, no NaN) and stores them in cfg.
-void apply_update_extras(kernels::ScaleUpdateConfig& cfg, int64_t hysteresis, double min_scale, double max_scale);
+void apply_update_extras(kernels::ScaleUpdateConfig& cfg, int64_t hysteresis, double min_scale,
+                         std::optional<double> max_scale);
 
 }  // namespace autocastgen::ops

@@ -1,0 +1,77 @@
+// Host-side description of a gradient list (raw pointers, sizes, dtypes) and its validation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "autocastgen/kernels/scaler_element.h"
+
+namespace autocastgen::kernels {
+
+// One dense gradient: `numel` elements of `dtype` stored contiguously from `data`. Strided views
+// are the caller's business (the torch glue unscales a dense copy and copies it back).
+struct GradSpan {
+  void* data = nullptr;
+  std::int64_t numel = 0;
+  DType dtype = DType::Float32;
+};
+
+constexpr std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::Float32: return 4;
+    case DType::Float16: return 2;
+    case DType::BFloat16: return 2;
+    case DType::Float64: return 8;
+  }
+  return 0;
+}
+
+constexpr const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::Float32: return "float32";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float64: return "float64";
+  }
+  return "unknown";
+}
+
+// Thrown for invalid arguments; the message names the kernel entry point and the C++ location.
+[[noreturn]] inline void throw_invalid_argument(
+    const std::string& message, std::source_location where = std::source_location::current()) {
+  throw std::invalid_argument(message + " [" + where.file_name() + ":" +
+                              std::to_string(where.line()) + "]");
+}
+
+// Checks every span: known dtype, numel >= 0, non-null and element-aligned data when numel > 0.
+inline void validate_grad_spans(std::span<const GradSpan> grads, const char* who,
+                                std::source_location where = std::source_location::current()) {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const GradSpan& g = grads[i];
+    const std::string prefix = std::string(who) + ": gradient " + std::to_string(i) + " ";
+    if (dtype_size(g.dtype) == 0) throw_invalid_argument(prefix + "has an unknown dtype", where);
+    if (g.numel < 0) {
+      throw_invalid_argument(prefix + "has a negative numel (" + std::to_string(g.numel) + ")",
+                             where);
+    }
+    if (g.numel == 0) continue;
+    if (g.data == nullptr) throw_invalid_argument(prefix + "has numel > 0 and a null data pointer", where);
+    if (reinterpret_cast<std::uintptr_t>(g.data) % dtype_size(g.dtype) != 0) {
+      throw_invalid_argument(prefix + "is not aligned to its element size (" +
+                                 std::to_string(dtype_size(g.dtype)) + " bytes for " +
+                                 dtype_name(g.dtype) + ")",
+                             where);
+    }
+  }
+}
+
+// True when two non-empty spans share a byte. The kernels then process the list in order, one
+// gradient after the other, so that a gradient listed twice is unscaled twice, as PyTorch's
+// sequential CPU loop does, instead of racing with itself.
+bool grad_spans_overlap(std::span<const GradSpan> grads);
+
+}  // namespace autocastgen::kernels

@@ -54,18 +54,18 @@ uint32_t skip_properties(std::string_view buffer, uint32_t offset) {
   return offset;
 }
 
-// Whether the quoted scalar opening at `open` closes before `end`.
-bool quote_closes(std::string_view buffer, uint32_t open, uint32_t end) {
+// Offset of the quote closing the quoted scalar that opens at `open`, if it closes before `end`.
+std::optional<uint32_t> closing_quote(std::string_view buffer, uint32_t open, uint32_t end) {
   const char quote = buffer[open];
   for (uint32_t i = open + 1; i < end; ++i) {
     if (quote == '"' && buffer[i] == '\\') {
       ++i;
     } else if (buffer[i] == quote) {
       if (quote == '\'' && i + 1 < end && buffer[i + 1] == '\'') ++i;  // '' is an escaped quote
-      else return true;
+      else return i;
     }
   }
-  return false;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -77,19 +77,55 @@ class YamlTreeBuilder : public YAML::EventHandler {
   YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset)
       : buffer_(buffer), file_(file), base_offset_(base_offset) {}
 
+  // Whether a scalar starting at `offset` is about to become a key of an implicit (`key: value`)
+  // entry of a block mapping.
+  [[nodiscard]] bool is_block_mapping_key(uint32_t offset) const {
+    if (open_.empty() || open_.back().flow || open_.back().node.kind_ != YamlNode::Kind::mapping ||
+        open_.back().pending_key)
+      return false;
+    uint32_t before = std::min<uint32_t>(offset, static_cast<uint32_t>(buffer_.size()));
+    while (before > 0 && (buffer_[before - 1] == ' ' || buffer_[before - 1] == '\t')) --before;
+    return before == 0 || buffer_[before - 1] != '?';  // `? key` may have its ':' lines later
+  }
+
+  // Whether the key scalar `node`, whose text starts at `offset`, is on one line and followed by
+  // ':' on it, as an implicit key must be.
+  [[nodiscard]] bool followed_by_colon(const YamlNode& node, uint32_t offset) const {
+    uint32_t end = 0;
+    if (offset < buffer_.size() && (buffer_[offset] == '"' || buffer_[offset] == '\'')) {
+      const std::optional<uint32_t> close = closing_quote(buffer_, offset, static_cast<uint32_t>(buffer_.size()));
+      if (!close || buffer_.substr(offset, *close - offset).find('\n') != std::string_view::npos) return false;
+      end = *close + 1;
+    } else if (node.text_exact_) {
+      end = node.text_offset_ + static_cast<uint32_t>(node.scalar_.size());
+    } else {
+      return false;  // a plain scalar folded from several lines
+    }
+    while (end < buffer_.size() && (buffer_[end] == ' ' || buffer_[end] == '\t')) ++end;
+    return end < buffer_.size() && buffer_[end] == ':';
+  }
+
+  // The innermost `[` or `{` still open (after a parse error: the one yaml-cpp found unclosed).
+  [[nodiscard]] std::optional<SourceLocation> innermost_open_flow() const {
+    for (auto it = open_.rbegin(); it != open_.rend(); ++it)
+      if (it->flow) return it->node.location();
+    return std::nullopt;
+  }
+
   // yaml-cpp accepts a quoted scalar that is still open at the end of its input, taking all the
   // rest as its value. Such a scalar is the last one; this finds it. (Note [unterminated quotes])
   [[nodiscard]] std::optional<YAML::Mark> unterminated_quote(uint32_t end) const {
     if (!last_scalar_) return std::nullopt;
     const uint32_t start = skip_properties(buffer_, base_offset_ + static_cast<uint32_t>(std::max(last_scalar_->pos, 0)));
-    if (start >= end || (buffer_[start] != '"' && buffer_[start] != '\'') || quote_closes(buffer_, start, end))
+    if (start >= end || (buffer_[start] != '"' && buffer_[start] != '\'') || closing_quote(buffer_, start, end))
       return std::nullopt;
     return last_scalar_;
   }
 
   std::optional<YamlNode> take_root() { return std::move(root_); }
-  static void append_items(YamlNode& into, YamlNode&& from) {
-    for (YamlNode& item : from.items_) into.items_.push_back(std::move(item));
+  // Moves the first `count` items of the sequence `from` to the end of the sequence `into`.
+  static void append_items(YamlNode& into, YamlNode&& from, size_t count) {
+    for (size_t i = 0; i < count; ++i) into.items_.push_back(std::move(from.items_[i]));
   }
 
   void OnDocumentStart(const YAML::Mark&) override {}
@@ -123,14 +159,23 @@ class YamlTreeBuilder : public YAML::EventHandler {
         break;
       }
     }
+    if (is_block_mapping_key(offset) && !followed_by_colon(node, offset)) {
+      // yaml-cpp takes lone scalar lines in a block mapping as a key without a value, or reports
+      // them at some later ':'. PyYAML rejects them, and so do we (Note [checking a split]).
+      const std::string_view shown = std::string_view(value).substr(0, value.find('\n'));
+      throw YAML::ParserException(mark, fmt::format("expected ':' after the mapping key '{}{}'", shown.substr(0, 40),
+                                                    shown.size() > 40 ? "..." : ""));
+    }
     add(std::move(node), anchor, 1);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, std::nullopt, 1});
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value style) override {
+    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
   }
   void OnSequenceEnd() override { close(); }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, std::nullopt, 1});
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value style) override {
+    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
   }
   void OnMapEnd() override { close(); }
 
@@ -140,6 +185,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
     YAML::anchor_t anchor;
     std::optional<YamlNode> pending_key;
     size_t nodes;  // this node and everything under it so far
+    bool flow;     // `[...]` or `{...}`
   };
 
   // yaml-cpp marks an empty value (`key:` with nothing after it) at the next token, often on a
@@ -202,17 +248,18 @@ struct ChunkResult {
   SourceLocation second_document;  // where the second document's content starts
   std::optional<YAML::Mark> error_mark;
   std::string error_message;
+  std::optional<SourceLocation> open_flow;  // with a failure: an unclosed `[` or `{`
 };
 
 ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
   ChunkResult result;
   std::istringstream in{std::string(buffer.substr(begin, end - begin))};
+  YamlTreeBuilder builder(buffer, file, begin);
+  YamlTreeBuilder extra(buffer, file, begin);
   try {
     YAML::Parser parser(in);
-    YamlTreeBuilder builder(buffer, file, begin);
     if (parser.HandleNextDocument(builder)) {
       result.root = builder.take_root();
-      YamlTreeBuilder extra(buffer, file, begin);
       if (parser.HandleNextDocument(extra)) {
         result.multiple_documents = true;
         if (std::optional<YamlNode> second = extra.take_root()) result.second_document = second->location();
@@ -225,6 +272,8 @@ ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
     result.failed = true;
     result.error_mark = e.mark;
     result.error_message = e.msg;
+    result.open_flow = extra.innermost_open_flow();
+    if (!result.open_flow) result.open_flow = builder.innermost_open_flow();
   }
   return result;
 }
@@ -232,22 +281,41 @@ ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
 // Offsets where a line starts with "- " at column 0: each begins a new item of the top-level
 // block sequence (deeper content must be indented, so it cannot look like this).
 //
+// Note [checking a split]
+// yaml-cpp does not hold to that everywhere: it lets a quoted scalar, and a plain scalar that
+// has already run onto a line no deeper than its key, continue on a line that starts with "- "
+// at column 0. Whether such a line starts an item is decided when the parser reaches it, from
+// what came before and from the line itself. So each chunk is parsed together with the first
+// line of the next one, and the split is used only if that line came out as a new top-level
+// item; otherwise (or on any error) the whole file is parsed at once.
+//
 // Note [unterminated quotes]
-// One exception: yaml-cpp lets a quoted scalar continue on a line that starts with "- " at
-// column 0, so a split can land inside one. The first chunk then ends in an open quote, which
-// yaml-cpp would accept (the value running to the end of the chunk); parse_text rejects that, as
-// PyYAML does for a whole file, so the chunked parse fails and the whole file is parsed instead.
+// yaml-cpp also accepts a quoted scalar that is still open at the end of its input, the value
+// running to the end. parse_text rejects that, as PyYAML does.
 std::vector<uint32_t> chunk_starts(std::string_view text, size_t chunks) {
   std::vector<uint32_t> starts;
-  if (!text.starts_with("- ")) return starts;
+  // The first line that is neither blank nor a comment must open the top-level block sequence
+  // (native_functions.yaml starts with comments).
+  size_t first = 0;
+  for (;;) {
+    const size_t content = text.find_first_not_of(" \t\r", first);
+    if (content == std::string_view::npos) return starts;
+    if (text[content] != '\n' && text[content] != '#') break;
+    const size_t newline = text.find('\n', content);
+    if (newline == std::string_view::npos) return starts;
+    first = newline + 1;
+  }
+  if (text.substr(first, 2) != "- ") return starts;
   // Directives, document markers, flow collections or anchors at top level: use the plain path.
   for (std::string_view marker : {"\n%", "\n---", "\n...", "\n[", "\n{", "\n&", "\n*"})
     if (text.find(marker) != std::string_view::npos) return starts;
   starts.push_back(0);
+  size_t previous = first;  // start of the item that begins the last chunk
   for (size_t i = 1; i < chunks; ++i) {
-    size_t pos = text.find("\n- ", text.size() * i / chunks);
+    const size_t pos = text.find("\n- ", std::max(text.size() * i / chunks, previous + 1));
     if (pos == std::string_view::npos) break;
-    if (pos + 1 > starts.back()) starts.push_back(static_cast<uint32_t>(pos + 1));
+    previous = pos + 1;
+    starts.push_back(static_cast<uint32_t>(previous));
   }
   return starts;
 }
@@ -272,6 +340,7 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
                                    const YamlParseOptions& options) {
   const std::string_view text = sources.text(file);
   const size_t errors_before = diags.error_count();
+  if (options.chunks_used) *options.chunks_used = 1;
   report_tab_indentation(sources, file, text, diags);
   if (diags.error_count() != errors_before) return std::nullopt;
   // yaml-cpp drops a byte-order mark without counting it in its marks: parse from past it.
@@ -283,20 +352,39 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
   if (text.size() >= options.min_parallel_bytes && threads > 1) {
     const std::vector<uint32_t> starts = chunk_starts(text.substr(begin), threads);
     if (starts.size() > 1) {
-      std::vector<ChunkResult> results(starts.size());
+      // Each chunk but the last also takes the first line of the next one, to prove that the
+      // line starts a new item in context (Note [checking a split]); that item is dropped.
+      const size_t n = starts.size();
+      auto boundary = [&](size_t i) { return begin + starts[i]; };
+      auto chunk_end = [&](size_t i) -> uint32_t {
+        if (i + 1 == n) return static_cast<uint32_t>(text.size());
+        const size_t newline = text.find('\n', boundary(i + 1));
+        return newline == std::string_view::npos ? static_cast<uint32_t>(text.size()) : static_cast<uint32_t>(newline + 1);
+      };
+      std::vector<ChunkResult> results(n);
       std::vector<std::thread> workers;
-      for (size_t i = 1; i < starts.size(); ++i) {
-        const uint32_t end = i + 1 < starts.size() ? begin + starts[i + 1] : static_cast<uint32_t>(text.size());
-        workers.emplace_back([&, i, end] { results[i] = parse_text(text, file, begin + starts[i], end); });
-      }
-      results[0] = parse_text(text, file, begin, begin + starts[1]);
+      for (size_t i = 1; i < n; ++i)
+        workers.emplace_back([&, i] { results[i] = parse_text(text, file, boundary(i), chunk_end(i)); });
+      results[0] = parse_text(text, file, begin, chunk_end(0));
       for (std::thread& worker : workers) worker.join();
-      const bool all_sequences = std::all_of(results.begin(), results.end(), [](const ChunkResult& r) {
-        return !r.failed && !r.multiple_documents && r.root && r.root->is_sequence();
-      });
-      if (all_sequences) {
-        YamlNode merged = std::move(*results[0].root);
-        for (size_t i = 1; i < results.size(); ++i) YamlTreeBuilder::append_items(merged, std::move(*results[i].root));
+      bool usable = true;
+      for (size_t i = 0; i < n && usable; ++i) {
+        const ChunkResult& r = results[i];
+        usable = !r.failed && !r.multiple_documents && r.root && r.root->is_sequence();
+        if (usable && i + 1 < n) {
+          // Exactly one item, the last, starts at or after the next chunk's first line.
+          const std::vector<YamlNode>& items = r.root->items();
+          usable = items.size() >= 2 && items.back().location().offset >= boundary(i + 1) &&
+                   items[items.size() - 2].location().offset < boundary(i + 1);
+        }
+      }
+      if (usable) {
+        YamlNode merged(YamlNode::Kind::sequence, results[0].root->location());
+        for (size_t i = 0; i < n; ++i) {
+          const size_t keep = results[i].root->items().size() - (i + 1 < n ? 1 : 0);
+          YamlTreeBuilder::append_items(merged, std::move(*results[i].root), keep);
+        }
+        if (options.chunks_used) *options.chunks_used = n;
         return merged;
       }
     }
@@ -311,6 +399,8 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
       where = sources.location_of(file, line + 1, static_cast<uint32_t>(whole.error_mark->column + 1) + (line == 0 ? begin : 0));
     }
     diags.error(where, fmt::format("invalid YAML: {}", whole.error_message));
+    if (whole.open_flow && (whole.error_message.ends_with("flow not found") || whole.error_message == "illegal flow end"))
+      diags.note(*whole.open_flow, fmt::format("the '{}' that is not closed", text[whole.open_flow->offset]));
     return std::nullopt;
   }
   if (whole.multiple_documents) {

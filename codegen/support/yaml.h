@@ -58,6 +58,8 @@ class YamlNode {
 struct YamlParseOptions {
   unsigned threads = 0;                     // 0: up to 2, as the hardware allows; 1: never split
   size_t min_parallel_bytes = 128 * 1024;   // smaller files always parse whole
+  size_t* chunks_used = nullptr;            // if set, receives how many chunks the result came
+                                            // from (1: one whole-file parse)
 };
 
 // Aliases copy the anchored node; a few bytes of nested aliases could otherwise expand into

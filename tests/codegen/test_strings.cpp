@@ -1,0 +1,50 @@
+// Edit distance with a cut-off, and the did-you-mean rule built on it.
+#include <gtest/gtest.h>
+
+#include "support/strings.h"
+
+namespace autocastgen {
+namespace {
+
+TEST(EditDistance, Levenshtein) {
+  EXPECT_EQ(edit_distance("", "", 10), 0u);
+  EXPECT_EQ(edit_distance("abc", "", 10), 3u);
+  EXPECT_EQ(edit_distance("", "abc", 10), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting", 10), 3u);
+  EXPECT_EQ(edit_distance("Tensor", "Tensr", 10), 1u);     // deletion
+  EXPECT_EQ(edit_distance("Tensor", "Tensoor", 10), 1u);   // insertion
+  EXPECT_EQ(edit_distance("Tensor", "Tansor", 10), 1u);    // substitution
+  EXPECT_EQ(edit_distance("ab", "ba", 10), 2u);            // no transpositions
+  EXPECT_EQ(edit_distance("flaw", "lawn", 10), 2u);
+  EXPECT_EQ(edit_distance("same", "same", 0), 0u);
+}
+
+TEST(EditDistance, GivesUpPastTheLimit) {
+  EXPECT_EQ(edit_distance("kitten", "sitting", 2), 3u);   // limit + 1
+  EXPECT_EQ(edit_distance("a", "abcdefgh", 3), 4u);       // length difference alone
+  EXPECT_EQ(edit_distance("abcdef", "uvwxyz", 1), 2u);
+  EXPECT_EQ(edit_distance("kitten", "sitting", 3), 3u);   // exactly at the limit
+}
+
+TEST(ClosestMatch, SuggestsPlausibleTypos) {
+  const std::vector<std::string_view> types = {"Tensor", "int", "float", "ScalarType", "Scalar", "SymInt"};
+  EXPECT_EQ(closest_match("Tensr", types), "Tensor");
+  EXPECT_EQ(closest_match("flaot", types), "");           // two edits, limit 5/3 = 1
+  EXPECT_EQ(closest_match("ScalarTyp", types), "ScalarType");
+  EXPECT_EQ(closest_match("Scalr", types), "Scalar");
+  EXPECT_EQ(closest_match("Blob", types), "");
+  EXPECT_EQ(closest_match("x", {}), "");
+}
+
+TEST(ClosestMatch, LimitGrowsWithLengthAndTiesKeepTheFirst) {
+  // One typo per three characters, at least one.
+  EXPECT_EQ(closest_match("ab", {"xy"}), "");
+  EXPECT_EQ(closest_match("ab", {"ax"}), "ax");
+  EXPECT_EQ(closest_match("abcdef", {"abcxyf"}), "abcxyf");   // 2 edits, limit 2
+  EXPECT_EQ(closest_match("abcdef", {"axcxyf"}), "");         // 3 edits
+  EXPECT_EQ(closest_match("cat", {"bat", "cut", "hat"}), "bat");
+  EXPECT_EQ(closest_match("cat", {"hat", "cat"}), "cat");     // exact beats earlier near miss
+}
+
+}  // namespace
+}  // namespace autocastgen

@@ -1,0 +1,415 @@
+// The located YAML layer: node locations, exact scalar text, errors, aliases, and the chunked
+// two-thread path, which must give the very tree (and diagnostics) of a whole-file parse.
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "support/yaml.h"
+#include "yaml_tree_diff.h"
+
+namespace autocastgen {
+namespace {
+
+using testing_support::yaml_tree_diff;
+
+constexpr YamlParseOptions kWhole{.threads = 1};
+
+struct Parsed {
+  std::optional<YamlNode> root;
+  std::string diagnostics;
+  size_t errors = 0;
+  size_t chunks = 0;  // how many chunks the tree came from (1: a whole-file parse)
+};
+
+Parsed parse(const std::string& text, YamlParseOptions options = kWhole) {
+  SourceManager sm;
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  const uint32_t file = sm.add_buffer("t.yaml", text);
+  Parsed parsed;
+  options.chunks_used = &parsed.chunks;
+  parsed.root = parse_yaml(sm, file, diags, options);
+  parsed.diagnostics = out.str();
+  parsed.errors = diags.error_count();
+  return parsed;
+}
+
+uint32_t offset_of(const std::string& text, std::string_view needle, size_t from = 0) {
+  const size_t pos = text.find(needle, from);
+  EXPECT_NE(pos, std::string::npos) << needle;
+  return static_cast<uint32_t>(pos);
+}
+
+TEST(Yaml, ScalarLocationsAndExactText) {
+  const std::string text =
+      "- func: foo(Tensor self) -> Tensor\n"
+      "  single: 'it is'\n"
+      "  double: \"plain text\"\n"
+      "  escaped: \"a\\tb\"\n"
+      "  doubled: 'it''s'\n"
+      "  folded: >\n"
+      "    two\n"
+      "    lines\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  ASSERT_TRUE(p.root->is_sequence());
+  ASSERT_EQ(p.root->items().size(), 1u);
+  const YamlNode& entry = p.root->items()[0];
+  ASSERT_TRUE(entry.is_mapping());
+  EXPECT_EQ(entry.location().offset, 2u);
+  ASSERT_EQ(entry.pairs().size(), 6u);
+
+  const YamlNode* func = entry.find("func");
+  ASSERT_NE(func, nullptr);
+  EXPECT_EQ(func->scalar(), "foo(Tensor self) -> Tensor");
+  EXPECT_EQ(func->location().offset, offset_of(text, "foo("));
+  EXPECT_EQ(func->exact_text_location()->offset, func->location().offset);
+  EXPECT_EQ(func->source_length(), func->scalar().size());
+  EXPECT_EQ(entry.pairs()[0].first.location().offset, offset_of(text, "func"));
+
+  const YamlNode* single = entry.find("single");
+  EXPECT_EQ(single->scalar(), "it is");
+  EXPECT_EQ(single->location().offset, offset_of(text, "'it is'"));       // the quote
+  EXPECT_EQ(single->exact_text_location()->offset, offset_of(text, "it is"));
+  EXPECT_EQ(single->source_length(), 7u);                                  // quotes included
+
+  const YamlNode* dbl = entry.find("double");
+  EXPECT_EQ(dbl->exact_text_location()->offset, offset_of(text, "plain text"));
+
+  // Escapes change the bytes: the value has no exact place in the buffer.
+  const YamlNode* escaped = entry.find("escaped");
+  EXPECT_EQ(escaped->scalar(), "a\tb");
+  EXPECT_FALSE(escaped->exact_text_location().has_value());
+  EXPECT_EQ(escaped->location().offset, offset_of(text, "\"a\\tb\""));
+  EXPECT_EQ(escaped->source_length(), 1u);
+  EXPECT_EQ(entry.find("doubled")->scalar(), "it's");
+  EXPECT_FALSE(entry.find("doubled")->exact_text_location().has_value());
+  EXPECT_EQ(entry.find("folded")->scalar(), "two lines\n");
+  EXPECT_FALSE(entry.find("folded")->exact_text_location().has_value());
+  EXPECT_EQ(entry.find("missing"), nullptr);
+}
+
+TEST(Yaml, KindsNullsAndDescriptions) {
+  const std::string text = "a:\nb: [1, {c: d}]\nc: ~\n? [k]\n: v\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  ASSERT_TRUE(p.root->is_mapping());
+  ASSERT_EQ(p.root->pairs().size(), 4u);
+  EXPECT_TRUE(p.root->find("a")->is_null());
+  EXPECT_EQ(p.root->find("a")->location().offset, 2u);  // right after "a:", not at the next key
+  EXPECT_EQ(p.root->find("a")->describe(), "an empty value");
+  const YamlNode& b = *p.root->find("b");
+  EXPECT_EQ(b.describe(), "a sequence");
+  EXPECT_EQ(b.location().offset, offset_of(text, "["));
+  ASSERT_EQ(b.items().size(), 2u);
+  EXPECT_EQ(b.items()[0].describe(), "a scalar");
+  EXPECT_EQ(b.items()[1].describe(), "a mapping");
+  EXPECT_EQ(b.items()[1].find("c")->location().offset, offset_of(text, "d}"));
+  EXPECT_TRUE(p.root->find("c")->is_null());
+  EXPECT_EQ(p.root->find("c")->location().offset, offset_of(text, "~"));
+  // A non-scalar key is kept, but find() only matches scalar keys.
+  EXPECT_TRUE(p.root->pairs()[3].first.is_sequence());
+  EXPECT_EQ(p.root->pairs()[3].second.scalar(), "v");
+}
+
+TEST(Yaml, EmptyValuesAreLocatedAfterTheirKey) {
+  const std::string text = "- func:\n- func: ~\n-\n- k: &x\n- last:\n\n\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  ASSERT_EQ(p.root->items().size(), 5u);
+  EXPECT_EQ(p.root->items()[0].find("func")->location().offset, 7u);
+  EXPECT_EQ(p.root->items()[1].find("func")->location().offset, offset_of(text, "~"));
+  EXPECT_TRUE(p.root->items()[2].is_null());
+  EXPECT_EQ(p.root->items()[2].location().offset, offset_of(text, "-\n- k") + 1);
+  EXPECT_EQ(p.root->items()[3].find("k")->location().offset, offset_of(text, "&x"));
+  EXPECT_EQ(p.root->items()[4].find("last")->location().offset, offset_of(text, "last:") + 5);
+}
+
+TEST(Yaml, EmptyDocumentsGiveANullRoot) {
+  for (const char* text : {"", "# only a comment\n", "\n\n   \n"}) {
+    const Parsed p = parse(text);
+    ASSERT_TRUE(p.root) << text;
+    EXPECT_TRUE(p.root->is_null()) << text;
+    EXPECT_EQ(p.root->location().offset, 0u);
+    EXPECT_EQ(p.errors, 0u);
+  }
+  const Parsed marker = parse("---\n");
+  ASSERT_TRUE(marker.root);
+  EXPECT_TRUE(marker.root->is_null());
+  EXPECT_EQ(marker.root->location().offset, 3u);  // right after the marker
+}
+
+TEST(Yaml, SyntaxErrorsAreLocatedDiagnostics) {
+  struct Case { std::string text, expected; };
+  const Case cases[] = {
+      {"- a\n- [b, c\n",
+       "t.yaml:3:1: error: invalid YAML: end of sequence flow not found\n\n^\n"
+       "t.yaml:2:3: note: the '[' that is not closed\n- [b, c\n  ^\n"},
+      {"a: {b: [c, d}\n",
+       "t.yaml:1:13: error: invalid YAML: illegal flow end\na: {b: [c, d}\n            ^\n"
+       "t.yaml:1:8: note: the '[' that is not closed\na: {b: [c, d}\n       ^\n"},
+      {"- func: f\n  variants\n", "t.yaml:2:3: error: invalid YAML: expected ':' after the mapping key 'variants'\n"
+                                    "  variants\n  ^\n"},
+      // yaml-cpp itself would take the rest of the file as the open scalar's value.
+      {"key: \"open\n", "t.yaml:1:6: error: invalid YAML: missing closing quote\nkey: \"open\n     ^\n"},
+      {"- 'it''s\n", "t.yaml:1:3: error: invalid YAML: missing closing quote\n- 'it''s\n  ^\n"},
+      {"k: &a !!str \"x\\\"\n", "t.yaml:1:4: error: invalid YAML: missing closing quote\nk: &a !!str \"x\\\"\n   ^\n"},
+      // yaml-cpp ends the sequence and starts an implicit second document at `b`.
+      {"- a\nb: c\n", "t.yaml:2:1: error: expected a single YAML document, found another one here\nb: c\n^\n"},
+      {"a: b: c\n", "t.yaml:1:5: error: invalid YAML: illegal map value\na: b: c\n    ^\n"},
+      {"a: 1\n---\nb: 2\n", "t.yaml:3:1: error: expected a single YAML document, found another one here\nb: 2\n^\n"},
+      {"- *nowhere\n", "t.yaml:1:3: error: invalid YAML: the referenced anchor is not defined\n- *nowhere\n  ^\n"},
+  };
+  for (const Case& c : cases) {
+    const Parsed p = parse(c.text);
+    EXPECT_FALSE(p.root.has_value()) << c.text;
+    EXPECT_EQ(p.diagnostics, c.expected) << c.text;
+  }
+}
+
+TEST(Yaml, ImplicitKeysNeedAColonOnTheirLine) {
+  // What PyYAML accepts here is accepted; lone scalar lines in a block mapping are not.
+  for (const char* text : {"a: 1\n\"b c\": 2\n'd''e' : 3\n\"f\\tg\": 4\n", "? a\n: 1\n? b\n", "&k key: v\nother: *k\n",
+                           "m: {a, b: c}\n", "- x\n- y: z\n  w: |\n    no colon here\n"}) {
+    const Parsed p = parse(text);
+    EXPECT_TRUE(p.root.has_value()) << text << p.diagnostics;
+  }
+  struct Case { const char* text; const char* expected; };
+  const Case cases[] = {
+      {"a: 1\nb\n", "t.yaml:2:1: error: invalid YAML: expected ':' after the mapping key 'b'\nb\n^\n"},
+      {"- a: 1\n  two\n    lines\n", "t.yaml:2:3: error: invalid YAML: expected ':' after the mapping key 'two lines'\n"
+                                        "  two\n  ^\n"},
+      // yaml-cpp finds this one itself.
+      {"a: 1\n\"b\nc\": 2\n", "t.yaml:3:3: error: invalid YAML: illegal map value\nc\": 2\n  ^\n"},
+      {"a: 1\n" "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n",
+       "t.yaml:2:1: error: invalid YAML: expected ':' after the mapping key 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb...'\n"
+       "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\n^\n"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(parse(c.text).diagnostics, c.expected) << c.text;
+}
+
+TEST(Yaml, EveryTabIndentedLineIsReported) {
+  const Parsed p = parse("- a: 1\n\tb: 2\n  c: 3\n  \td: 4\ne:\tf\n");
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_EQ(p.errors, 2u);
+  EXPECT_EQ(p.diagnostics,
+            "t.yaml:2:1: error: tab character in indentation; YAML allows only spaces\n\tb: 2\n^\n"
+            "t.yaml:4:3: error: tab character in indentation; YAML allows only spaces\n  \td: 4\n  ^\n");
+}
+
+TEST(Yaml, ByteOrderMarkIsCountedInLocations) {
+  const std::string text = "\xEF\xBB\xBF- func: a\n- b\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  EXPECT_EQ(p.root->location().offset, 3u);
+  EXPECT_EQ(p.root->items()[0].find("func")->exact_text_location()->offset, offset_of(text, "a\n"));
+  EXPECT_EQ(p.root->items()[1].location().offset, offset_of(text, "b\n"));
+  const Parsed bad = parse("\xEF\xBB\xBF" "a: b: c\n");
+  EXPECT_EQ(bad.diagnostics, "t.yaml:1:8: error: invalid YAML: illegal map value\n\xEF\xBB\xBF" "a: b: c\n       ^\n");
+}
+
+TEST(Yaml, CrLfLineEndings) {
+  const std::string text = "- func: a\r\n  x: \"q\"\r\n- b\r\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  EXPECT_EQ(p.root->items()[0].find("x")->exact_text_location()->offset, offset_of(text, "q"));
+  EXPECT_EQ(p.root->items()[1].location().offset, offset_of(text, "b\r"));
+  EXPECT_EQ(p.root->items()[1].scalar(), "b");
+}
+
+TEST(Yaml, ExactTextSkipsAnchorsAndTags) {
+  const std::string text = "a: &x \"abc\"\nb: !!str q\nc: &y !<tag:t> 'r s'\nd: *x\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  EXPECT_EQ(p.root->find("a")->location().offset, offset_of(text, "&x"));
+  EXPECT_EQ(p.root->find("a")->exact_text_location()->offset, offset_of(text, "abc"));
+  EXPECT_EQ(p.root->find("b")->exact_text_location()->offset, offset_of(text, "q\n"));
+  EXPECT_EQ(p.root->find("c")->exact_text_location()->offset, offset_of(text, "r s"));
+  EXPECT_EQ(p.root->find("d")->exact_text_location()->offset, offset_of(text, "abc"));  // the anchored node
+}
+
+TEST(Yaml, AliasesCopyTheAnchoredNode) {
+  const std::string text = "base: &b {x: 1, y: [2]}\nuse: *b\n";
+  const Parsed p = parse(text);
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  EXPECT_EQ(yaml_tree_diff(*p.root->find("base"), *p.root->find("use")), "");
+  EXPECT_EQ(p.root->find("use")->find("x")->scalar(), "1");
+}
+
+TEST(Yaml, AliasExpansionIsBounded) {
+  // Ten levels of ten aliases each would expand to 10^10 nodes.
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  const Parsed p = parse(text);
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_NE(p.diagnostics.find("error: invalid YAML: aliases expand to more than 1000000 nodes"), std::string::npos)
+      << p.diagnostics;
+  // Five levels (10^5 nodes) are fine.
+  const Parsed small = parse(text.substr(0, text.find("a5:")));
+  ASSERT_TRUE(small.root) << small.diagnostics;
+  EXPECT_EQ(small.root->find("a4")->items()[9].items()[9].items()[9].items()[9].items()[9].scalar(), "x");
+}
+
+// ---- The chunked path -------------------------------------------------------------------------
+
+// A synthetic native_functions-like file with every construct the chunk splitter must survive
+// inside items: block and flow collections, quoted and escaped scalars, block scalars with "- "
+// lines, comments, blank lines, and anchors used within their own item.
+std::string synthetic_file(size_t min_bytes) {
+  std::string text = "# synthetic schemas\n\n";
+  for (int i = 0; text.size() < min_bytes; ++i) {
+    const std::string n = std::to_string(i);
+    text += "- func: op" + n + ".overload(Tensor self, int dim=-1, *, str mode=\"x\") -> Tensor\n";
+    text += "  variants: function, method\n";
+    text += "  dispatch:\n    CPU: &k" + n + " op" + n + "_cpu\n    CUDA: *k" + n + "\n";
+    text += "  tags: [core, 'pointwise', {nested: \"v\\\"" + n + "\"}]\n";
+    text += "  doc: |\n    - looks like an item\n    but is text " + n + "\n";
+    if (i % 7 == 0) text += "\n# a comment between items\n";
+    text += "  list:\n  - a\n  - b: c\n";
+  }
+  return text;
+}
+
+// Parses `text` whole and in 2, 3 and 4 chunks; returns how many chunks the 4-thread parse used.
+size_t expect_same_as_whole(const std::string& text) {
+  const Parsed whole = parse(text, kWhole);
+  EXPECT_EQ(whole.chunks, 1u);
+  size_t chunks = 0;
+  for (unsigned threads : {2u, 3u, 4u}) {
+    const Parsed chunked = parse(text, {.threads = threads, .min_parallel_bytes = 0});
+    chunks = chunked.chunks;
+    EXPECT_EQ(chunked.diagnostics, whole.diagnostics) << threads << " threads";
+    EXPECT_EQ(chunked.root.has_value(), whole.root.has_value()) << threads << " threads";
+    if (whole.root && chunked.root) {
+      EXPECT_EQ(yaml_tree_diff(*whole.root, *chunked.root), "") << threads << " threads";
+    }
+  }
+  return chunks;
+}
+
+TEST(YamlChunks, LargeFileParsesTheSameAsWhole) {
+  const std::string text = synthetic_file(200 * 1024);
+  ASSERT_GT(text.size(), 128u * 1024);
+  const Parsed whole = parse(text, kWhole);
+  ASSERT_TRUE(whole.root) << whole.diagnostics;
+  ASSERT_GT(whole.root->items().size(), 500u);
+  // The default threshold with two threads: the path the CLI takes on native_functions.yaml
+  // (which, like this file, starts with comments).
+  const Parsed defaults = parse(text, {.threads = 2});
+  ASSERT_TRUE(defaults.root) << defaults.diagnostics;
+  EXPECT_EQ(defaults.chunks, 2u);
+  EXPECT_EQ(yaml_tree_diff(*whole.root, *defaults.root), "");
+  EXPECT_EQ(expect_same_as_whole(text), 4u);
+  // Spot check: the last item's key lies where the text says.
+  const YamlNode& last = whole.root->items().back();
+  EXPECT_EQ(last.location().offset, text.rfind("\n- func:") + 3);
+}
+
+TEST(YamlChunks, SmallFilesStayWholeUnderDefaults) {
+  const std::string text = synthetic_file(4 * 1024);
+  const Parsed p = parse(text, {.threads = 2});
+  ASSERT_TRUE(p.root) << p.diagnostics;
+  EXPECT_EQ(p.chunks, 1u);
+  EXPECT_EQ(yaml_tree_diff(*p.root, *parse(text).root), "");
+}
+
+// Builds `before` + `middle` + `after` where the midpoint of the whole text falls inside
+// `middle`, so the first "\n- " the splitter finds is the one `middle` puts there.
+std::string around_midpoint(const std::string& middle) {
+  std::string items;
+  for (int i = 0; items.size() < 64 * 1024; ++i) items += "- func: f" + std::to_string(i) + "(Tensor a) -> Tensor\n";
+  return items + middle + items;
+}
+
+TEST(YamlChunks, SplitInsideAQuotedScalarFallsBackToWhole) {
+  // A double-quoted scalar may continue on a line that starts with "- " at column 0.
+  const std::string text = around_midpoint("- func: \"" + std::string(40, 'x') + "\n- not an item\"\n");
+  ASSERT_NE(text.find("\n- not an item"), std::string::npos);
+  ASSERT_LT(text.find("\n- func: \"x"), text.size() / 2);
+  ASSERT_GT(text.find("\n- not an item"), text.size() / 2 - 200);
+  const Parsed whole = parse(text);
+  ASSERT_TRUE(whole.root) << whole.diagnostics;
+  EXPECT_EQ(parse(text, {.threads = 2, .min_parallel_bytes = 0}).chunks, 1u);  // the split was refused
+  bool found = false;
+  for (const YamlNode& item : whole.root->items())
+    if (item.find("func")->scalar() == std::string(40, 'x') + " - not an item") found = true;
+  EXPECT_TRUE(found);
+  expect_same_as_whole(text);
+}
+
+TEST(YamlChunks, SplitWhereAPlainScalarRunsOn) {
+  // Found by fuzz_schema_file: after "  var" (no deeper than its key), yaml-cpp lets the scalar
+  // run on over the "- func:" line, so that line starts no item in a whole-file parse.
+  expect_same_as_whole(around_midpoint("- func: ger(Tensor self) -> Tensor\n  var\n- func: nction, method\n"));
+  expect_same_as_whole(around_midpoint("- func: ger(Tensor self) -> Tensor\n  var\n- func nction\n"));
+  expect_same_as_whole(around_midpoint("- func: f\n  tags:self [core]\n- func: g\n"));
+  expect_same_as_whole(around_midpoint("- func: f\n  dispatch\n    more text\n- func: g\n\n- func: h\n"));
+}
+
+TEST(YamlChunks, SplitInsideAFlowSequenceFallsBackToWhole) {
+  expect_same_as_whole(around_midpoint("- [a,\n- b]\n"));
+  expect_same_as_whole(around_midpoint("- {a: 1,\n- b: 2}\n"));
+}
+
+TEST(YamlChunks, NoItemAfterTheMidpoint) {
+  // One huge last item: nothing to split at, so one parse.
+  std::string text = "- a\n- doc: |\n";
+  while (text.size() < 200 * 1024) text += "    - indented, not an item\n";
+  EXPECT_EQ(expect_same_as_whole(text), 1u);
+  EXPECT_EQ(parse(text).root->items().size(), 2u);
+}
+
+TEST(YamlChunks, AliasOfAnAnchorInAnEarlierChunk) {
+  const std::string text = around_midpoint("- &shared {func: \"g(Tensor a) -> Tensor\"}\n") + "- *shared\n";
+  const Parsed whole = parse(text);
+  ASSERT_TRUE(whole.root) << whole.diagnostics;
+  EXPECT_EQ(whole.root->items().back().find("func")->scalar(), "g(Tensor a) -> Tensor");
+  EXPECT_EQ(expect_same_as_whole(text), 1u);  // the alias is unknown to its chunk: parsed whole
+}
+
+TEST(YamlChunks, ErrorsInEitherHalfGiveWholeFileDiagnostics) {
+  expect_same_as_whole(around_midpoint("- func: a\n  bad: [\n"));
+  expect_same_as_whole(around_midpoint("- func: a\n bad: b\n"));     // mis-indented key
+  expect_same_as_whole(around_midpoint("- a\n") + "- b: c: d\n");     // last chunk
+  expect_same_as_whole("- b: c: d\n" + around_midpoint("- a\n"));     // first chunk
+  expect_same_as_whole(around_midpoint("- a\n") + "top: level\n");
+  expect_same_as_whole(around_midpoint("- a\n") + "---\n- b\n");      // second document
+  expect_same_as_whole(around_midpoint("- a\n") + "...\n");
+  const Parsed p = parse(around_midpoint("- a\n") + "- b: c: d\n", {.threads = 2, .min_parallel_bytes = 0});
+  EXPECT_EQ(p.errors, 1u);
+  EXPECT_NE(p.diagnostics.find("error: invalid YAML: illegal map value"), std::string::npos);
+}
+
+TEST(YamlChunks, ByteOrderMarkAndCrLf) {
+  std::string text = "\xEF\xBB\xBF";
+  for (int i = 0; text.size() < 150 * 1024; ++i) text += "- func: f" + std::to_string(i) + "\r\n  k: 'v'\r\n";
+  const Parsed whole = parse(text);
+  ASSERT_TRUE(whole.root) << whole.diagnostics;
+  EXPECT_EQ(whole.root->items().front().location().offset, 5u);
+  EXPECT_EQ(expect_same_as_whole(text), 4u);
+}
+
+TEST(YamlChunks, LeadingCommentsAndBlankLines) {
+  const std::string items = synthetic_file(150 * 1024).substr(std::string("# synthetic schemas\n\n").size());
+  EXPECT_EQ(expect_same_as_whole("# c\n   # indented comment\n\n  \n\r\n" + items), 4u);
+  EXPECT_EQ(expect_same_as_whole(items), 4u);
+  EXPECT_EQ(expect_same_as_whole("  " + items), 1u);      // an indented sequence: not split
+  EXPECT_EQ(expect_same_as_whole("---\n" + items), 1u);  // a document marker first: not split
+  EXPECT_EQ(expect_same_as_whole("%YAML 1.2\n---\n" + items), 1u);
+}
+
+TEST(YamlChunks, TopLevelThatIsNotABlockSequence) {
+  std::string flow = "[";
+  while (flow.size() < 150 * 1024) flow += "\"- x\",\n- y,\n";
+  expect_same_as_whole(flow + "z]\n");
+  std::string mapping = "- a\n";  // starts like a sequence, then is not one
+  while (mapping.size() < 150 * 1024) mapping += "- b\n";
+  expect_same_as_whole(mapping + "k: v\n");
+}
+
+}  // namespace
+}  // namespace autocastgen

@@ -126,32 +126,28 @@ class FileParser {
     }
   }
 
+  // Reports `value` unless it is one of `known`, with a did-you-mean or the list of choices.
+  void check_known(const Located& value, const std::vector<std::string_view>& known, std::string_view what,
+                   std::string_view choices_label) {
+    if (std::find(known.begin(), known.end(), value.text) != known.end()) return;
+    const std::string suggestion = closest_match(value.text, known);
+    diags_.error(value.location,
+                 suggestion.empty()
+                     ? fmt::format("unknown {} '{}' ({}: {})", what, value.text, choices_label, fmt::join(known, ", "))
+                     : fmt::format("unknown {} '{}'; did you mean '{}'?", what, value.text, suggestion),
+                 value.length);
+  }
+
   void check_device(const Located& device) {
     std::vector<std::string_view> names;
-    for (const DeviceInfo& info : autocast_devices()) {
-      if (info.device == device.text) return;
-      names.push_back(info.device);
-    }
-    const std::string suggestion = closest_match(device.text, names);
-    diags_.error(device.location,
-                 suggestion.empty()
-                     ? fmt::format("unknown device '{}' (autocast devices: {})", device.text, fmt::join(names, ", "))
-                     : fmt::format("unknown device '{}'; did you mean '{}'?", device.text, suggestion),
-                 device.length);
+    for (const DeviceInfo& info : autocast_devices()) names.push_back(info.device);
+    check_known(device, names, "device", "autocast devices");
   }
 
   void check_dispatch_key(const Located& key) {
     std::vector<std::string_view> keys;
-    for (const DeviceInfo& info : autocast_devices()) {
-      if (info.dispatch_key == key.text) return;
-      keys.push_back(info.dispatch_key);
-    }
-    const std::string suggestion = closest_match(key.text, keys);
-    diags_.error(key.location,
-                 suggestion.empty()
-                     ? fmt::format("unknown autocast dispatch key '{}' (expected one of: {})", key.text, fmt::join(keys, ", "))
-                     : fmt::format("unknown autocast dispatch key '{}'; did you mean '{}'?", key.text, suggestion),
-                 key.length);
+    for (const DeviceInfo& info : autocast_devices()) keys.push_back(info.dispatch_key);
+    check_known(key, keys, "autocast dispatch key", "expected one of");
   }
 
   void parse_lower_precision(const YamlNode& node) {

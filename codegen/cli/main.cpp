@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   verbs["schema"] = autocastgen::cli::add_schema_verb(app);
   verbs["check"] = autocastgen::cli::add_check_verb(app);
   verbs["generate"] = autocastgen::cli::add_generate_verb(app);
+  verbs["audit"] = autocastgen::cli::add_audit_verb(app);
+  verbs["import"] = autocastgen::cli::add_import_verb(app);
   CLI11_PARSE(app, argc, argv);
   for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
   return 2;

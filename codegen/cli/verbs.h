@@ -12,5 +12,7 @@ using VerbRunner = std::function<int()>;
 VerbRunner add_schema_verb(CLI::App& app);
 VerbRunner add_check_verb(CLI::App& app);
 VerbRunner add_generate_verb(CLI::App& app);
+VerbRunner add_audit_verb(CLI::App& app);   // audit coverage | audit diff
+VerbRunner add_import_verb(CLI::App& app);  // needs the optional importer; says so when it is absent
 
 }  // namespace autocastgen::cli

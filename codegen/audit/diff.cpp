@@ -1,0 +1,202 @@
+// Comparing two policy snapshots entry by entry, and printing the result.
+#include "audit/diff.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "policy/policy_file.h"
+
+namespace autocastgen::audit {
+
+using policy::PolicyKind;
+
+namespace {
+
+const model::FunctionSchema* find_op(const model::SchemaSet& schemas, const std::string& op) {
+  const std::optional<policy::OpPattern> p = policy::parse_op_pattern(op);
+  if (!p || p->all_overloads) return nullptr;
+  return schemas.find(p->ns, p->overload.empty() ? p->name : p->name + "." + p->overload);
+}
+
+bool same_rule(const SnapshotEntry& a, const SnapshotEntry& b) {
+  return a.policy == b.policy && a.redispatch == b.redispatch && a.message == b.message;
+}
+
+std::map<std::string, const SnapshotEntry*> by_op(const PolicySnapshot& s) {
+  std::map<std::string, const SnapshotEntry*> out;
+  for (const SnapshotEntry& e : s.entries) out.emplace(e.op, &e);
+  return out;
+}
+
+std::string what_changed(const SnapshotEntry& from, const SnapshotEntry& to) {
+  if (from.policy != to.policy) return "policy";
+  if (from.redispatch != to.redispatch) return "redispatch";
+  return "message";
+}
+
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += "<br>";
+    else out.push_back(c);
+  }
+  return out;
+}
+
+std::string side_summary(const PolicySnapshot& s) {
+  return fmt::format("{} ({}; device `{}`, {}, {} overloads)", s.name, spelling(s.kind), s.device, s.dispatch_key,
+                     s.entries.size());
+}
+
+nlohmann::ordered_json side_json(const PolicySnapshot& s) {
+  nlohmann::ordered_json j;
+  j["input"] = s.name;
+  j["kind"] = spelling(s.kind);
+  j["device"] = s.device;
+  j["dispatch_key"] = s.dispatch_key;
+  j["overloads"] = s.entries.size();
+  return j;
+}
+
+}  // namespace
+
+PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
+  PolicyDiff diff;
+  diff.distinct_schemas = a.schemas != b.schemas;
+  const auto ea = by_op(*a.snapshot);
+  const auto eb = by_op(*b.snapshot);
+  for (const auto& [op, entry] : eb) {
+    if (ea.count(op)) continue;
+    diff.added.push_back({entry, diff.distinct_schemas && !find_op(*a.schemas, op)});
+  }
+  for (const auto& [op, entry] : ea) {
+    auto it = eb.find(op);
+    if (it == eb.end()) {
+      diff.removed.push_back({entry, diff.distinct_schemas && !find_op(*b.schemas, op)});
+      continue;
+    }
+    if (!same_rule(*entry, *it->second)) {
+      diff.changed.push_back({entry, it->second});
+    } else if (diff.distinct_schemas) {
+      const model::FunctionSchema* sa = find_op(*a.schemas, op);
+      const model::FunctionSchema* sb = find_op(*b.schemas, op);
+      if (sa && sb && sa->str() != sb->str()) diff.schema_changed.emplace_back(sa, sb);
+    }
+  }
+  const PolicySnapshot& pa = *a.snapshot;
+  const PolicySnapshot& pb = *b.snapshot;
+  if (pa.device != pb.device) diff.header.push_back({"device", pa.device, pb.device});
+  if (pa.dispatch_key != pb.dispatch_key) diff.header.push_back({"dispatch_key", pa.dispatch_key, pb.dispatch_key});
+  // C++ registrations do not say which dtypes they use; compare only when both sides do.
+  if (!pa.lower_precision.empty() && !pb.lower_precision.empty() && pa.lower_precision != pb.lower_precision)
+    diff.header.push_back({"lower_precision", fmt::format("{}", fmt::join(pa.lower_precision, "/")),
+                           fmt::format("{}", fmt::join(pb.lower_precision, "/"))});
+  return diff;
+}
+
+bool has_changes(const PolicyDiff& diff, DiffCategory category) {
+  switch (category) {
+    case DiffCategory::added: return !diff.added.empty();
+    case DiffCategory::removed: return !diff.removed.empty();
+    case DiffCategory::changed: return !diff.changed.empty();
+  }
+  return false;
+}
+
+std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b) {
+  std::string out = "# Policy diff\n\n";
+  out += fmt::format("- A: {}\n- B: {}\n\n", side_summary(a), side_summary(b));
+  out += fmt::format("{} added, {} removed, {} changed.\n", diff.added.size(), diff.removed.size(), diff.changed.size());
+  if (!diff.header.empty()) {
+    out += "\n## Header\n\n| field | A | B |\n|---|---|---|\n";
+    for (const FieldChange& h : diff.header) out += fmt::format("| {} | {} | {} |\n", h.field, h.from, h.to);
+  }
+  auto one_sided = [&](const char* title, const std::vector<OneSided>& items, const char* absent_note) {
+    out += fmt::format("\n## {} ({})\n\n", title, items.size());
+    if (items.empty()) {
+      out += "None.\n";
+      return;
+    }
+    out += "| op | policy | note |\n|---|---|---|\n";
+    for (const OneSided& item : items) {
+      std::string note = item.absent_from_other_schemas ? absent_note : "";
+      if (item.entry->policy == PolicyKind::fp32_append_dtype && !item.entry->redispatch.empty())
+        note += (note.empty() ? "" : "; ") + fmt::format("calls `{}`", item.entry->redispatch);
+      out += fmt::format("| `{}` | {} | {} |\n", item.entry->op, policy::spelling(item.entry->policy), cell(note));
+    }
+  };
+  one_sided("Added", diff.added, "not in A's op schemas");
+  one_sided("Removed", diff.removed, "not in B's op schemas");
+  out += fmt::format("\n## Changed ({})\n\n", diff.changed.size());
+  if (diff.changed.empty()) {
+    out += "None.\n";
+  } else {
+    out += "| op | A | B | what |\n|---|---|---|---|\n";
+    for (const Changed& c : diff.changed) {
+      const std::string what = what_changed(*c.from, *c.to);
+      std::string from(policy::spelling(c.from->policy));
+      std::string to(policy::spelling(c.to->policy));
+      if (what == "redispatch") {
+        from += fmt::format(" → `{}`", c.from->redispatch);
+        to += fmt::format(" → `{}`", c.to->redispatch);
+      } else if (what == "message") {
+        from += ": " + c.from->message;
+        to += ": " + c.to->message;
+      }
+      out += fmt::format("| `{}` | {} | {} | {} |\n", c.from->op, cell(from), cell(to), what);
+    }
+  }
+  if (!diff.schema_changed.empty()) {
+    out += fmt::format("\n## Same policy, new schema ({})\n\n| A | B |\n|---|---|\n", diff.schema_changed.size());
+    for (const auto& [sa, sb] : diff.schema_changed) out += fmt::format("| `{}` | `{}` |\n", cell(sa->str()), cell(sb->str()));
+  }
+  return out;
+}
+
+nlohmann::ordered_json diff_json(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b) {
+  nlohmann::ordered_json out;
+  auto one_sided = [&](const std::vector<OneSided>& items, const char* absent) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const OneSided& item : items) {
+      nlohmann::ordered_json j;
+      j["op"] = item.entry->op;
+      j["policy"] = policy::spelling(item.entry->policy);
+      if (!item.entry->redispatch.empty()) j["redispatch"] = item.entry->redispatch;
+      if (item.entry->policy == PolicyKind::banned) j["message"] = item.entry->message;
+      if (item.absent_from_other_schemas) j["schemas"] = absent;
+      list.push_back(std::move(j));
+    }
+    return list;
+  };
+  out["added"] = one_sided(diff.added, "not in A's op schemas");
+  out["removed"] = one_sided(diff.removed, "not in B's op schemas");
+  out["changed"] = nlohmann::ordered_json::array();
+  for (const Changed& c : diff.changed) {
+    nlohmann::ordered_json j;
+    j["op"] = c.from->op;
+    j["from"] = policy::spelling(c.from->policy);
+    j["to"] = policy::spelling(c.to->policy);
+    j["what"] = what_changed(*c.from, *c.to);
+    // Details only where both sides have them (a policy change says enough otherwise).
+    const bool both_append = c.from->policy == PolicyKind::fp32_append_dtype && c.to->policy == PolicyKind::fp32_append_dtype;
+    const bool both_banned = c.from->policy == PolicyKind::banned && c.to->policy == PolicyKind::banned;
+    if (both_append && c.from->redispatch != c.to->redispatch)
+      j["redispatch"] = {{"from", c.from->redispatch}, {"to", c.to->redispatch}};
+    if (both_banned && c.from->message != c.to->message) j["message"] = {{"from", c.from->message}, {"to", c.to->message}};
+    out["changed"].push_back(std::move(j));
+  }
+  out["header"] = nlohmann::ordered_json::array();
+  for (const FieldChange& h : diff.header) out["header"].push_back({{"field", h.field}, {"from", h.from}, {"to", h.to}});
+  if (!diff.schema_changed.empty()) {
+    out["schema_changed"] = nlohmann::ordered_json::array();
+    for (const auto& [sa, sb] : diff.schema_changed) out["schema_changed"].push_back({{"from", sa->str()}, {"to", sb->str()}});
+  }
+  out["a"] = side_json(a);
+  out["b"] = side_json(b);
+  return out;
+}
+
+}  // namespace autocastgen::audit

@@ -1,0 +1,131 @@
+// `autocastgen import`: C++ autocast registrations -> one policy YAML per dispatch key.
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cli/inputs.h"
+#include "cli/verbs.h"
+#include "emit/output_writer.h"
+#if AUTOCASTGEN_HAVE_IMPORTER
+#include "audit/diff.h"
+#include "audit/snapshot.h"
+#include "import/importer.h"
+#include "import/policy_writer.h"
+#include "policy/policy_file.h"
+#include "policy/resolver.h"
+#endif
+
+namespace autocastgen::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ImportVerbOptions {
+  std::vector<std::string> files;
+  std::vector<std::string> compiler_args;  // after `--`
+  fs::path build_dir;
+  fs::path out = ".";
+  std::vector<fs::path> schemas;
+};
+
+#if AUTOCASTGEN_HAVE_IMPORTER
+int run(const ImportVerbOptions& options) {
+  SourceManager sources;
+  DiagnosticEngine diags(sources, std::cerr);
+  import::ImportOptions import_options;
+  import_options.build_dir = options.build_dir;
+  import_options.files.assign(options.files.begin(), options.files.end());
+  import_options.compiler_args = options.compiler_args;
+  if (import_options.files.empty()) {
+    diags.error({}, "no C++ files to import");
+    return 1;
+  }
+  std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags);
+  if (!schemas) return 1;
+  std::optional<std::vector<audit::PolicySnapshot>> imported = import::import_registrations(import_options, *schemas, sources, diags);
+  if (!imported) {
+    std::cerr << fmt::format("autocastgen: import: {} error{}; nothing written\n", diags.error_count(), diags.error_count() == 1 ? "" : "s");
+    return 1;
+  }
+  if (imported->empty()) {
+    diags.error({}, "the sources register no kernels for an autocast dispatch key (TORCH_LIBRARY_IMPL(<ns>, Autocast<X>, m))");
+    return 1;
+  }
+  std::vector<std::string> names;
+  for (const fs::path& f : import_options.files) names.push_back(audit::display_path(f));
+  emit::OutputWriter writer(options.out);
+  for (const audit::PolicySnapshot& snapshot : *imported) {
+    std::string text = import::policy_yaml(snapshot, names);
+    // The written policy must load back to the same entries: resolve it before writing.
+    const std::string path = snapshot.device + ".yaml";
+    const uint32_t buffer = sources.add_buffer((options.out / path).string(), text);
+    std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, buffer, diags);
+    std::optional<policy::ResolvedPolicy> resolved = parsed ? policy::resolve_policy({*parsed}, *schemas, diags) : std::nullopt;
+    const audit::PolicySnapshot back = resolved ? audit::snapshot_of(*resolved, path) : audit::PolicySnapshot{};
+    const audit::PolicyDiff diff = audit::diff_policies({&snapshot, &*schemas}, {&back, &*schemas});
+    if (!resolved || !diff.added.empty() || !diff.removed.empty() || !diff.changed.empty())
+      diags.error({}, fmt::format("the policy imported for {} does not load back to what was imported (a bug in the importer)",
+                                  snapshot.dispatch_key));
+    writer.add(path, std::move(text), diags);
+  }
+  if (diags.has_errors()) return 1;
+  for (const std::string& path : writer.write(diags)) std::cout << "wrote " << path << "\n";
+  for (const audit::PolicySnapshot& snapshot : *imported) {
+    std::vector<std::string> counts;
+    for (policy::PolicyKind kind : policy::kAllPolicies)
+      if (snapshot.count(kind)) counts.push_back(fmt::format("{} {}", snapshot.count(kind), policy::spelling(kind)));
+    std::cout << fmt::format("{}: {} overloads ({})\n", snapshot.dispatch_key, snapshot.entries.size(), fmt::join(counts, ", "));
+  }
+  return diags.has_errors() ? 1 : 0;
+}
+#else
+int run(const ImportVerbOptions&) {
+  std::cerr << "autocastgen: error: this autocastgen was built without the importer: Clang's development packages "
+               "(libclang-14-dev, libclang-cpp14-dev, llvm-14-dev) were not found when it was configured, or it was "
+               "configured with -DAUTOCASTGEN_IMPORTER=OFF. Install them (scripts/setup) and rebuild to use "
+               "'autocastgen import'.\n";
+  return 1;
+}
+#endif
+
+}  // namespace
+
+VerbRunner add_import_verb(CLI::App& app) {
+  auto options = std::make_shared<ImportVerbOptions>();
+  CLI::App* verb = app.add_subcommand("import", "Read C++ autocast registrations (KERNEL_* helpers, generated files) into policy YAML");
+  // CLI11 hands `--` to the parent command unless a positional still wants values, and fills
+  // positionals in order: so `files` takes words until the first one starting with '-' (which can
+  // only come after `--`), and `compiler_args` (which wants one) takes that word and the rest.
+  struct Split {
+    bool compiler = false;
+    std::set<std::string> files;
+  };
+  auto split = std::make_shared<Split>();
+  verb->add_option("files", options->files, "C++ files that register autocast kernels")
+      ->required()
+      ->check(CLI::Validator(
+          [split](std::string& word) -> std::string {
+            if (split->files.count(word)) return "";  // validated again after parsing
+            if (split->compiler || word.starts_with("-")) {
+              split->compiler = true;
+              return "a compiler argument";
+            }
+            split->files.insert(word);
+            return "";
+          },
+          "FILE"));
+  verb->add_option("compiler_args", options->compiler_args, "After `--`: extra compiler arguments")->expected(1, -1);
+  verb->validate_positionals();
+  verb->add_option("-p,--build-dir", options->build_dir, "Directory of compile_commands.json; default: compile with the installed PyTorch's headers")
+      ->check(CLI::ExistingDirectory);
+  verb->add_option("-o,--out", options->out, "Output directory for <device>.yaml files")->default_val(".");
+  verb->add_option("--schemas", options->schemas, "Op-schema files; default: the installed PyTorch's native_functions.yaml")
+      ->check(CLI::ExistingFile);
+  verb->footer("Everything after `--` is passed to the compiler, e.g. -- -DMY_BACKEND -I/opt/backend/include");
+  return [options] { return run(*options); };
+}
+
+}  // namespace autocastgen::cli

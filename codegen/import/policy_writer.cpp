@@ -1,0 +1,59 @@
+// Rendering imported policies as policy-language YAML.
+#include "import/policy_writer.h"
+
+#include <fmt/format.h>
+
+#ifndef AUTOCASTGEN_VERSION
+#define AUTOCASTGEN_VERSION "0"
+#endif
+
+namespace autocastgen::import {
+
+using policy::PolicyKind;
+
+std::string yaml_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+        else out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string policy_yaml(const audit::PolicySnapshot& snapshot, const std::vector<std::string>& sources) {
+  std::string out = fmt::format("# Imported by autocastgen {} from the {} registrations in: {}\n", AUTOCASTGEN_VERSION,
+                                snapshot.dispatch_key, fmt::join(sources, ", "));
+  out += "# Review it, then make it a derived policy (docs/audit.md).\n";
+  out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", snapshot.device, snapshot.dispatch_key);
+  if (!snapshot.lower_precision.empty())
+    out += fmt::format("  lower_precision: [{}]\n", fmt::join(snapshot.lower_precision, ", "));
+  out += "lists:\n";
+  bool any = false;
+  for (PolicyKind kind : policy::kAllPolicies) {
+    if (snapshot.count(kind) == 0) continue;
+    any = true;
+    out += fmt::format("  {}:\n", policy::spelling(kind));
+    for (const audit::SnapshotEntry& e : snapshot.entries) {
+      if (e.policy != kind) continue;
+      if (kind == PolicyKind::fp32_append_dtype && !e.redispatch.empty())
+        out += fmt::format("    - {{op: {}, redispatch: {}}}\n", e.op, e.redispatch);
+      else if (kind == PolicyKind::banned)
+        out += fmt::format("    - {{op: {}, message: {}}}\n", e.op, yaml_quoted(e.message));
+      else
+        out += fmt::format("    - {}\n", e.op);
+    }
+  }
+  if (!any) out += "  {}\n";
+  return out;
+}
+
+}  // namespace autocastgen::import

@@ -1,0 +1,305 @@
+// Audit library tests: the located JSON reader, manifests, families, coverage, diffs, policy writer.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "audit/coverage.h"
+#include "audit/diff.h"
+#include "audit/families.h"
+#include "audit/json.h"
+#include "audit/snapshot.h"
+#include "import/policy_writer.h"
+#include "policy/policy_file.h"
+#include "policy/resolver.h"
+#include "schema/schema_file.h"
+
+namespace autocastgen::audit {
+namespace {
+
+using policy::PolicyKind;
+
+// The mini schema fixture plus in-memory policies and manifests.
+class AuditTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    std::vector<uint32_t> files;
+    for (const char* name : {"mini_native_functions.yaml", "custom_ops.yaml"})
+      files.push_back(*sources_.add_file(std::string(AUTOCASTGEN_TEST_DATA) + "/schemas/" + name, error));
+    schemas_ = schema::load_schema_files(files, sources_, diags_);
+    ASSERT_TRUE(schemas_.has_value()) << out_.str();
+  }
+
+  std::optional<PolicySnapshot> policy(const std::string& text, const std::string& name = "p.yaml") {
+    const uint32_t file = sources_.add_buffer(name, text);
+    std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources_, file, diags_);
+    if (!parsed) return std::nullopt;
+    std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy({*parsed}, *schemas_, diags_);
+    if (!resolved) return std::nullopt;
+    return snapshot_of(*resolved, name);
+  }
+
+  std::optional<PolicySnapshot> manifest(const std::string& text) {
+    return read_manifest(sources_.add_buffer("m.json", text), "m.json", *schemas_, sources_, diags_);
+  }
+
+  std::optional<JsonValue> json(const std::string& text) { return parse_json(sources_, sources_.add_buffer("t.json", text), diags_); }
+
+  // The first line of the diagnostics, e.g. `t.json:1:5: error: ...`.
+  std::string first_diagnostic() const {
+    const std::string text = out_.str();
+    return text.substr(0, text.find('\n'));
+  }
+
+  std::ostringstream out_;
+  SourceManager sources_;
+  DiagnosticEngine diags_{sources_, out_};
+  std::optional<model::SchemaSet> schemas_;
+};
+
+TEST_F(AuditTest, JsonValuesAndLocations) {
+  const auto v = json("{\n  \"a\": [1, -2.5e3, true, null],\n  \"s\": \"x\\u00e9\\ud83d\\ude00\\n\"\n}");
+  ASSERT_TRUE(v) << out_.str();
+  ASSERT_TRUE(v->is_object());
+  const JsonValue* a = v->find("a");
+  ASSERT_TRUE(a && a->is_array());
+  ASSERT_EQ(a->items().size(), 4u);
+  EXPECT_EQ(a->items()[1].text(), "-2.5e3");
+  EXPECT_TRUE(a->items()[2].boolean());
+  EXPECT_EQ(a->items()[3].kind(), JsonValue::Kind::null);
+  const LineColumn lc = sources_.line_column(a->items()[1].location());
+  EXPECT_EQ(lc.line, 2u);
+  EXPECT_EQ(lc.column, 12u);
+  EXPECT_EQ(v->find("s")->text(), "x\xC3\xA9\xF0\x9F\x98\x80\n");
+  EXPECT_EQ(v->find("missing"), nullptr);
+}
+
+// A table of malformed documents: each must fail with this first diagnostic.
+TEST_F(AuditTest, JsonErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "t.json:1:1: error: empty file: expected a JSON value"},
+      {"{\"a\": 1,}", "t.json:1:9: error: trailing comma before '}'"},
+      {"[1 2]", "t.json:1:3: error: expected ',' or ']' after this array item, found '2'"},
+      {"{\"a\": 1\n \"b\": 2}", "t.json:1:8: error: expected ',' or '}' after this member, found '\"'"},
+      {"{\"a\" 1}", "t.json:1:6: error: expected ':' after the member name, found '1'"},
+      {"{a: 1}", "t.json:1:2: error: expected a member name in double quotes, found 'a'"},
+      {"\"abc", "t.json:1:1: error: unterminated string"},
+      {"\"a\\qb\"", "t.json:1:3: error: unknown escape '\\q'"},
+      {"01", "t.json:1:2: error: numbers must not have leading zeros"},
+      {"tru", "t.json:1:1: error: unknown literal 'tru' (JSON has true, false and null)"},
+      {"{} x", "t.json:1:4: error: unexpected text after the JSON value"},
+      {"'a'", "t.json:1:1: error: JSON strings use double quotes, not single quotes"},
+      {"\"\\ud800x\"", "t.json:1:2: error: a high surrogate escape must be followed by a low surrogate escape"},
+      {"{\"a\": 1, \"a\": 2}", "t.json:1:10: error: duplicate member 'a'"},
+      {std::string(300, '[') + std::string(300, ']'), "t.json:1:258: error: nesting deeper than 256 levels"},
+  };
+  for (const auto& [text, expected] : cases) {
+    out_.str("");
+    EXPECT_FALSE(json(text)) << text;
+    EXPECT_EQ(first_diagnostic(), expected) << text;
+  }
+}
+
+TEST_F(AuditTest, InputKinds) {
+  EXPECT_EQ(input_kind("a/b.yaml"), InputKind::policy);
+  EXPECT_EQ(input_kind("b.YML"), InputKind::policy);
+  EXPECT_EQ(input_kind("x.manifest.json"), InputKind::manifest);
+  EXPECT_EQ(input_kind("k.cpp"), InputKind::cpp);
+  EXPECT_EQ(input_kind("k.cu"), InputKind::cpp);
+  EXPECT_EQ(input_kind("notes.txt"), std::nullopt);
+  EXPECT_EQ(input_kind("Makefile"), std::nullopt);
+}
+
+TEST_F(AuditTest, ManifestReadsLikeThePolicy) {
+  const auto m = manifest(R"({"device": "cpu", "dispatch_key": "AutocastCPU", "lower_precision": ["bfloat16"],
+    "generated_by": "ignored", "ops": [
+      {"op": "mm", "policy": "lower_precision_fp"},
+      {"op": "aten::norm.Scalar", "policy": "fp32_append_dtype", "redispatch": "norm.ScalarOpt_dtype"},
+      {"op": "binary_cross_entropy", "policy": "banned", "message": "no"},
+      {"op": "mybackend::scale", "policy": "fp32"}]})");
+  ASSERT_TRUE(m) << out_.str();
+  EXPECT_EQ(m->kind, InputKind::manifest);
+  EXPECT_EQ(m->device, "cpu");
+  ASSERT_EQ(m->entries.size(), 4u);
+  EXPECT_EQ(m->entries[1].op, "norm.Scalar");  // normalised like policies print names
+  EXPECT_EQ(m->entries[1].redispatch, "norm.ScalarOpt_dtype");
+  EXPECT_EQ(m->entries[2].message, "no");
+  EXPECT_EQ(m->entries[3].op, "mybackend::scale");
+  EXPECT_NE(m->entries[0].schema, nullptr);
+  EXPECT_EQ(diags_.warning_count(), 0u);
+}
+
+TEST_F(AuditTest, ManifestErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[]", "m.json:1:1: error: a manifest is a JSON object with 'device', 'dispatch_key' and 'ops'; found an array"},
+      {R"({"device": "cpu", "dispatch_key": "AutocastCPU"})", "m.json:1:1: error: the manifest has no 'ops' array"},
+      {R"({"device": 3, "dispatch_key": "AutocastCPU", "ops": []})", "m.json:1:12: error: 'device' must be a string, found a number"},
+      {R"({"device": "gpu", "dispatch_key": "K", "ops": []})", "m.json:1:12: error: unknown device 'gpu'"},
+      {R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "mm", "policy": "fp16"}]})",
+       "m.json:1:71: error: unknown policy 'fp16'"},
+      {R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "mm.*", "policy": "fp32"}]})",
+       "m.json:1:55: error: malformed overload name 'mm.*'; expected name or name.overload (optionally ns::name)"},
+      {R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "norm.Scalar", "policy": "fp32_append_dtype"}]})",
+       "m.json:1:48: error: an fp32_append_dtype entry needs 'redispatch' (the overload it calls)"},
+      {R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "mm", "policy": "fp32", "message": "x"}]})",
+       "m.json:1:90: error: 'message' belongs to banned entries, not fp32"},
+      {R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "mm", "policy": "fp32"}, {"op": "mm", "policy": "fp32"}]})",
+       "m.json:1:87: error: 'mm' is listed twice"},
+  };
+  for (const auto& [text, expected] : cases) {
+    out_.str("");
+    EXPECT_FALSE(manifest(text)) << text;
+    EXPECT_EQ(first_diagnostic(), expected) << text;
+  }
+  // An op from another PyTorch is a warning, not an error.
+  out_.str("");
+  const auto m = manifest(R"({"device": "cpu", "dispatch_key": "K", "ops": [{"op": "mmm", "policy": "fp32"}]})");
+  ASSERT_TRUE(m) << out_.str();
+  EXPECT_EQ(first_diagnostic(),
+            "m.json:1:55: warning: 'mmm' is not in the op schemas (did you mean 'mm'?); was the manifest generated from another "
+            "PyTorch? (give --schemas for each input)");
+  EXPECT_EQ(m->entries[0].schema, nullptr);
+}
+
+TEST_F(AuditTest, Families) {
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"conv2d", "matmul_conv"}, {"_scaled_mm", "matmul_conv"}, {"upsample_linear1d", "resampling_pooling"},
+      {"log_softmax", "softmax_activation"}, {"log", "transcendental"}, {"special_erfcx", "transcendental"},
+      {"cross_entropy_loss", "losses"}, {"layer_norm", "norms"}, {"normal", "random"}, {"sum", "reductions"},
+      {"cumsum", "reductions"}, {"mm_backward", "autograd"}, {"_foreach_add", "foreach_fused"},
+      {"add", "pointwise_arith"}, {"__and__", "pointwise_arith"}, {"cat", "shape_indexing"}, {"cdist", "distance"},
+      {"linalg_svd", "linalg_fft"}, {"fft_rfft", "linalg_fft"}, {"is_nonzero", "metadata"}, {"vander", "other"},
+  };
+  for (const auto& [op, family] : expected) EXPECT_EQ(family_of(op).id, family) << op;
+  EXPECT_EQ(op_families().back().id, "other");
+}
+
+TEST_F(AuditTest, CoverageCountsAndGroups) {
+  const auto p = policy("autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n  fp32: [\"pow.Tensor_Scalar\", log]\n");
+  ASSERT_TRUE(p) << out_.str();
+  const CoverageReport r = compute_coverage(*p, *schemas_, {"mini.yaml"});
+  // Eligible in the fixture: functional overloads with a Tensor input and no written argument.
+  size_t eligible = 0;
+  for (const model::FunctionSchema& s : schemas_->schemas()) eligible += model::is_autocast_eligible(s);
+  EXPECT_EQ(r.eligible, eligible);
+  EXPECT_EQ(r.covered, 3u);
+  size_t uncovered = 0;
+  const UncoveredOp* pow = nullptr;
+  for (const FamilyGroup& g : r.families)
+    for (const UncoveredOp& op : g.ops) {
+      uncovered += op.overloads.size();
+      if (op.op == "pow") pow = &op;
+      EXPECT_NE(op.op, "mm");  // fully covered ops are not candidates
+      EXPECT_NE(op.op, "add_");
+    }
+  EXPECT_EQ(uncovered, eligible - 3);
+  ASSERT_NE(pow, nullptr);  // partly covered: the other overloads are candidates, the listed one is named
+  EXPECT_EQ(pow->overloads.size(), 2u);
+  ASSERT_EQ(pow->listed.size(), 1u);
+  EXPECT_EQ(pow->listed[0]->op, "pow.Tensor_Scalar");
+  const std::string md = coverage_markdown(r, sources_);
+  EXPECT_NE(md.find("3 of " + std::to_string(eligible) + " eligible overloads are listed"), std::string::npos) << md;
+  EXPECT_NE(md.find("| `mm` | lower_precision_fp |  | p.yaml:3:24 |"), std::string::npos) << md;
+  const nlohmann::ordered_json j = coverage_json(r, sources_);
+  EXPECT_EQ(j["counts"]["fp32"], 2);
+  EXPECT_EQ(j["counts"]["total"], 3);
+  EXPECT_EQ(j["eligible"]["not_listed"], eligible - 3);
+}
+
+TEST_F(AuditTest, DiffCategoriesInStableOrder) {
+  const auto a = policy(R"(autocast: {device: cuda}
+lists:
+  lower_precision_fp: [mm, conv1d]
+  fp32: [log, exp]
+  fp32_append_dtype: [norm.Scalar]
+  banned: [{op: binary_cross_entropy, message: "old"}]
+)", "a.yaml");
+  const auto b = policy(R"(autocast: {device: cuda}
+lists:
+  lower_precision_fp: [mm, addmm]
+  fp32: [exp, conv1d, relu]
+  fp32_append_dtype: [{op: norm.Scalar, redispatch: norm.ScalarOpt_dtype}]
+  banned: [{op: binary_cross_entropy, message: "new"}]
+)", "b.yaml");
+  ASSERT_TRUE(a && b) << out_.str();
+  const PolicyDiff d = diff_policies({&*a, &*schemas_}, {&*b, &*schemas_});
+  ASSERT_EQ(d.added.size(), 2u);
+  EXPECT_EQ(d.added[0].entry->op, "addmm");
+  EXPECT_EQ(d.added[1].entry->op, "relu");
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_EQ(d.removed[0].entry->op, "log");
+  ASSERT_EQ(d.changed.size(), 2u);
+  EXPECT_EQ(d.changed[0].from->op, "binary_cross_entropy");  // message changed
+  EXPECT_EQ(d.changed[1].from->op, "conv1d");
+  EXPECT_TRUE(d.header.empty());
+  EXPECT_FALSE(d.distinct_schemas);
+  const nlohmann::ordered_json j = diff_json(d, *a, *b);
+  EXPECT_EQ(j["added"][0], (nlohmann::ordered_json{{"op", "addmm"}, {"policy", "lower_precision_fp"}}));
+  EXPECT_EQ(j["changed"][1]["from"], "lower_precision_fp");
+  EXPECT_EQ(j["changed"][1]["to"], "fp32");
+  EXPECT_EQ(j["changed"][0]["message"]["to"], "new");
+  EXPECT_TRUE(has_changes(d, DiffCategory::removed));
+  // Identical inputs: nothing to report.
+  const PolicyDiff same = diff_policies({&*a, &*schemas_}, {&*a, &*schemas_});
+  EXPECT_FALSE(has_changes(same, DiffCategory::added) || has_changes(same, DiffCategory::removed) ||
+               has_changes(same, DiffCategory::changed));
+}
+
+TEST_F(AuditTest, DiffAcrossSchemaVersions) {
+  // B's schemas: exp is gone, mm's schema grew an argument, and a new op `gelu` exists.
+  const uint32_t v2 = sources_.add_buffer("v2.yaml", R"(- func: mm(Tensor self, Tensor mat2, *, bool fast=False) -> Tensor
+- func: log(Tensor self) -> Tensor
+- func: gelu(Tensor self) -> Tensor
+)");
+  std::optional<model::SchemaSet> schemas_b = schema::load_schema_files({v2}, sources_, diags_);
+  ASSERT_TRUE(schemas_b) << out_.str();
+  const auto a = policy("autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log, exp]\n", "a.yaml");
+  ASSERT_TRUE(a) << out_.str();
+  const uint32_t file = sources_.add_buffer("b.yaml", "autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log, gelu]\n");
+  std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources_, file, diags_);
+  ASSERT_TRUE(parsed);
+  std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy({*parsed}, *schemas_b, diags_);
+  ASSERT_TRUE(resolved) << out_.str();
+  const PolicySnapshot b = snapshot_of(*resolved, "b.yaml");
+  const PolicyDiff d = diff_policies({&*a, &*schemas_}, {&b, &*schemas_b});
+  EXPECT_TRUE(d.distinct_schemas);
+  ASSERT_EQ(d.added.size(), 1u);
+  EXPECT_TRUE(d.added[0].absent_from_other_schemas);  // gelu is new in B's schemas
+  ASSERT_EQ(d.removed.size(), 1u);
+  EXPECT_TRUE(d.removed[0].absent_from_other_schemas);  // exp is gone from them
+  ASSERT_EQ(d.schema_changed.size(), 1u);
+  EXPECT_EQ(d.schema_changed[0].first->name().name, "mm");
+  const nlohmann::ordered_json j = diff_json(d, *a, b);
+  EXPECT_EQ(j["added"][0]["schemas"], "not in A's op schemas");
+  EXPECT_EQ(j["removed"][0]["schemas"], "not in B's op schemas");
+  const std::string md = diff_markdown(d, *a, b);
+  EXPECT_NE(md.find("| `exp` | fp32 | not in B's op schemas |"), std::string::npos) << md;
+}
+
+TEST_F(AuditTest, WrittenPolicyLoadsBackToTheSameEntries) {
+  const auto original = policy(R"(autocast: {device: privateuseone}
+lists:
+  lower_precision_fp: [mm, conv1d, mybackend::fused_linear]
+  fp32: [log, "pow.*"]
+  fp32_set_opt_dtype: [softmax.int, sum]
+  fp32_append_dtype: [norm.Scalar]
+  promote: [cat, index_put, addcdiv]
+  banned:
+    - {op: binary_cross_entropy, message: "unsafe: \"quotes\", back\\slash, tab\tand\nnewline"}
+)");
+  ASSERT_TRUE(original) << out_.str();
+  PolicySnapshot imported = *original;
+  imported.kind = InputKind::cpp;
+  imported.lower_precision.clear();
+  const std::string text = import::policy_yaml(imported, {"kernels.cpp"});
+  EXPECT_NE(text.find("    - {op: norm.Scalar, redispatch: norm.ScalarOpt_dtype}\n"), std::string::npos) << text;
+  const auto back = policy(text, "back.yaml");
+  ASSERT_TRUE(back) << out_.str() << text;
+  const PolicyDiff d = diff_policies({&*original, &*schemas_}, {&*back, &*schemas_});
+  EXPECT_TRUE(d.added.empty() && d.removed.empty() && d.changed.empty()) << diff_markdown(d, *original, *back);
+  EXPECT_EQ(back->find("binary_cross_entropy")->message, "unsafe: \"quotes\", back\\slash, tab\tand\nnewline");
+  EXPECT_EQ(import::yaml_quoted("a\x01z"), "\"a\\x01z\"");
+}
+
+}  // namespace
+}  // namespace autocastgen::audit

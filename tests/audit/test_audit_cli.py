@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""`autocastgen audit` end to end on the mini schema fixture: coverage formats, diff shapes, exit
+statuses (0, 2 with --fail-on, 1 on errors), manifests as inputs, and --schemas given twice."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MINI = "tests/data/schemas/mini_native_functions.yaml"
+CLI = ""
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], cwd=cwd, capture_output=True, text=True)
+
+
+class AuditCli(unittest.TestCase):
+    def setUp(self) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+
+    def tearDown(self) -> None:
+        self.tmp.cleanup()
+
+    def write(self, name: str, text: str) -> str:
+        path = self.dir / name
+        path.write_text(text)
+        return str(path)
+
+    def test_coverage_md_and_json_agree(self) -> None:
+        policy = self.write("p.yaml", "autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm, addmm]\n"
+                                      "  fp32: [log]\n  promote: [cat]\n")
+        md = run("audit", "coverage", "--policy", policy, "--schemas", MINI)
+        js = run("audit", "coverage", "--policy", policy, "--schemas", MINI, "--format", "json")
+        self.assertEqual(md.returncode, 0, md.stderr)
+        self.assertEqual(js.returncode, 0, js.stderr)
+        report = json.loads(js.stdout)
+        self.assertEqual(report["counts"]["lower_precision_fp"], 2)
+        self.assertEqual(report["counts"]["total"], 4)
+        self.assertEqual([o["op"] for o in report["ops"]], ["mm", "addmm", "log", "cat"])
+        self.assertEqual(report["ops"][0]["source"], "p.yaml:3:24")  # outside the working directory: the file name only
+        listed = {o["op"] for o in report["ops"]}
+        uncovered = [op for fam in report["not_covered"] for op in fam["ops"]]
+        self.assertFalse(listed & {o["op"] for o in uncovered if "listed" not in o})
+        self.assertIn("exp", {o["op"] for o in uncovered})
+        self.assertEqual(report["eligible"]["listed"], 4)
+        self.assertEqual(report["eligible"]["overloads"], report["eligible"]["listed"] + report["eligible"]["not_listed"])
+        self.assertIn(f"4 of {report['eligible']['overloads']} eligible overloads are listed", md.stdout)
+        for family in report["not_covered"]:
+            self.assertIn(f"### {family['title']} ", md.stdout)
+
+    def test_diff_json_shape_order_and_fail_on(self) -> None:
+        a = self.write("a.yaml", "autocast: {device: cuda}\nlists:\n  lower_precision_fp: [mm, conv1d]\n"
+                                 "  fp32: [log, exp]\n")
+        b = self.write("b.yaml", "autocast: {device: cuda}\nlists:\n  lower_precision_fp: [mm, addmm]\n"
+                                 "  fp32: [exp, conv1d, relu]\n")
+        out = run("audit", "diff", a, b, "--schemas", MINI, "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        d = json.loads(out.stdout)
+        self.assertEqual(d["added"], [{"op": "addmm", "policy": "lower_precision_fp"}, {"op": "relu", "policy": "fp32"}])
+        self.assertEqual(d["removed"], [{"op": "log", "policy": "fp32"}])
+        self.assertEqual([(c["op"], c["from"], c["to"]) for c in d["changed"]], [("conv1d", "lower_precision_fp", "fp32")])
+        # The same run twice gives the same bytes (stable order).
+        self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--format", "json").stdout, out.stdout)
+        self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--fail-on", "added,changed").returncode, 2)
+        self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--fail-on", "removed").returncode, 2)
+        self.assertEqual(run("audit", "diff", a, a, "--schemas", MINI, "--fail-on", "added,removed,changed").returncode, 0)
+        md = run("audit", "diff", a, b, "--schemas", MINI)
+        self.assertIn("2 added, 1 removed, 1 changed.", md.stdout)
+        self.assertIn("| `conv1d` | lower_precision_fp | fp32 | policy |", md.stdout)
+        self.assertNotEqual(run("audit", "diff", a, b, "--schemas", MINI, "--fail-on", "everything").returncode, 0)
+
+    def test_manifest_against_its_policy(self) -> None:
+        text = (ROOT / "tests/data/policies/mini_all_policies.yaml").read_text().replace(", mybackend::fused_linear", "")
+        policy = self.write("mini.yaml", text)
+        gen = run("generate", "--policy", policy, "--schemas", MINI, "--out", str(self.dir), "--name", "mini")
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        manifest = self.dir / "autocast_mini.manifest.json"
+        same = run("audit", "diff", policy, str(manifest), "--schemas", MINI, "--fail-on", "added,removed,changed")
+        self.assertEqual(same.returncode, 0, same.stdout + same.stderr)
+        self.assertIn("0 added, 0 removed, 0 changed.", same.stdout)
+        # Edit the manifest: one policy changes, one op goes, one op from a newer PyTorch appears.
+        m = json.loads(manifest.read_text())
+        m["ops"] = [o for o in m["ops"] if o["op"] != "log"]
+        for o in m["ops"]:
+            if o["op"] == "mm":
+                o["policy"] = "fp32"
+        m["ops"].append({"op": "gelu", "policy": "fp32"})
+        edited = self.write("edited.json", json.dumps(m, indent=1))
+        out = run("audit", "diff", policy, edited, "--schemas", MINI, "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        d = json.loads(out.stdout)
+        self.assertEqual(d["added"], [{"op": "gelu", "policy": "fp32"}])
+        self.assertEqual(d["removed"], [{"op": "log", "policy": "fp32"}])
+        self.assertEqual([(c["op"], c["from"], c["to"]) for c in d["changed"]], [("mm", "lower_precision_fp", "fp32")])
+        self.assertIn("warning: 'gelu' is not in the op schemas", out.stderr)
+
+    def test_schemas_twice(self) -> None:
+        v2 = self.write("v2.yaml", "- func: mm(Tensor self, Tensor mat2) -> Tensor\n"
+                                   "- func: gelu(Tensor self) -> Tensor\n- func: log(Tensor self) -> Tensor\n")
+        a = self.write("a.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log, exp]\n")
+        b = self.write("b2.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log, gelu]\n")
+        out = run("audit", "diff", a, b, "--schemas", MINI, "--schemas", v2, "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        d = json.loads(out.stdout)
+        self.assertEqual(d["added"], [{"op": "gelu", "policy": "fp32", "schemas": "not in A's op schemas"}])
+        self.assertEqual(d["removed"], [{"op": "exp", "policy": "fp32", "schemas": "not in B's op schemas"}])
+        # With one schema file for both, B does not resolve (gelu is unknown): an error, status 1.
+        bad = run("audit", "diff", a, b, "--schemas", MINI)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("b2.yaml:3:15: error: unknown op 'gelu'", bad.stderr)
+        self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--schemas", v2, "--schemas", v2).returncode, 1)
+
+
+def main() -> int:
+    global CLI
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--autocastgen", required=True)
+    args, rest = parser.parse_known_args()
+    CLI = os.path.abspath(args.autocastgen)
+    result = unittest.main(argv=[sys.argv[0], *rest], exit=False, verbosity=2).result
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

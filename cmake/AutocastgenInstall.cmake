@@ -35,3 +35,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/autocastgenConfigVersion.
 install(FILES ${PROJECT_BINARY_DIR}/autocastgenConfig.cmake ${PROJECT_BINARY_DIR}/autocastgenConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/AutocastgenOps.cmake ${PROJECT_SOURCE_DIR}/cmake/AutocastgenTorch.cmake
   DESTINATION ${config_dir})
+
+# The importer plugin, loaded by the CLI from ../lib (not part of the CMake package's targets).
+if(TARGET autocastgen_import)
+  install(TARGETS autocastgen_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()

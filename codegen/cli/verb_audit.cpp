@@ -11,7 +11,7 @@
 #include "cli/verbs.h"
 #include "policy/resolver.h"
 #if AUTOCASTGEN_HAVE_IMPORTER
-#include "import/importer.h"
+#include "import/plugin.h"
 #endif
 
 namespace autocastgen::cli {
@@ -91,7 +91,10 @@ std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::
       import::ImportOptions import_options;
       import_options.files = {path};
       import_options.build_dir = options.build_dir;
-      std::optional<std::vector<audit::PolicySnapshot>> imported = import::import_registrations(import_options, schemas, sources, diags);
+      const import::ImporterApi* importer = import::load_importer(diags);
+      if (!importer) return std::nullopt;
+      std::optional<std::vector<audit::PolicySnapshot>> imported =
+          importer->run(import_options, schemas, sources, diags);
       if (!imported) return std::nullopt;
       std::vector<std::string> keys;
       for (audit::PolicySnapshot& s : *imported) {

@@ -11,7 +11,7 @@
 #if AUTOCASTGEN_HAVE_IMPORTER
 #include "audit/diff.h"
 #include "audit/snapshot.h"
-#include "import/importer.h"
+#include "import/plugin.h"
 #include "import/policy_writer.h"
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
@@ -45,7 +45,10 @@ int run(const ImportVerbOptions& options) {
   }
   std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags);
   if (!schemas) return 1;
-  std::optional<std::vector<audit::PolicySnapshot>> imported = import::import_registrations(import_options, *schemas, sources, diags);
+  const import::ImporterApi* importer = import::load_importer(diags);
+  if (!importer) return 1;
+  std::optional<std::vector<audit::PolicySnapshot>> imported =
+      importer->run(import_options, *schemas, sources, diags);
   if (!imported) {
     std::cerr << fmt::format("autocastgen: import: {} error{}; nothing written\n", diags.error_count(), diags.error_count() == 1 ? "" : "s");
     return 1;

@@ -20,6 +20,7 @@
 // Anything else is a hand-written kernel no list policy describes: a warning, and it is left out.
 // Everything is matched on the macro-expanded AST, never on the text.
 #include "import/importer.h"
+#include "import/plugin.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -816,3 +817,8 @@ std::optional<std::vector<audit::PolicySnapshot>> import_registrations(const Imp
 }
 
 }  // namespace autocastgen::import
+
+extern "C" __attribute__((visibility("default"))) const autocastgen::import::ImporterApi* autocastgen_importer_api() {
+  static const autocastgen::import::ImporterApi api{&autocastgen::import::import_registrations};
+  return &api;
+}

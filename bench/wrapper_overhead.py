@@ -7,7 +7,11 @@ import argparse, json, statistics, subprocess, sys
 def run(binary, mode, min_time):
     out = subprocess.run([binary, f"--mode={mode}", "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
                          check=True, capture_output=True, text=True).stdout
-    return {b["name"]: b["real_time"] for b in json.loads(out)["benchmarks"]}
+    results = json.loads(out)["benchmarks"]
+    failed = [f'{b["name"]}: {b["error_message"]}' for b in results if b.get("error_occurred")]
+    if failed:
+        sys.exit(f"{mode} mode measured the wrong kernels: " + "; ".join(failed))
+    return {b["name"]: b["real_time"] for b in results}
 
 
 def main():

@@ -45,16 +45,6 @@ const SnapshotEntry* PolicySnapshot::find(std::string_view op) const {
   return nullptr;
 }
 
-std::string display_path(const fs::path& path) {
-  std::error_code ec;
-  const fs::path absolute = fs::weakly_canonical(path, ec);
-  const fs::path cwd = fs::current_path(ec);
-  if (!ec) {
-    const fs::path relative = absolute.lexically_relative(cwd);
-    if (!relative.empty() && *relative.begin() != "..") return relative.generic_string();
-  }
-  return path.filename().string();
-}
 
 std::string location_text(const SourceManager& sources, SourceLocation location) {
   if (!location.valid()) return "";

@@ -2,6 +2,8 @@
 // (a policy file, a generated manifest, or C++ registrations brought in by the importer).
 #pragma once
 
+#include "support/paths.h"
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -52,9 +54,7 @@ struct PolicySnapshot {
 [[nodiscard]] std::optional<PolicySnapshot> read_manifest(uint32_t file, std::string name, const model::SchemaSet& schemas,
                                                           const SourceManager& sources, DiagnosticEngine& diags);
 
-// How reports print a path: relative to the working directory when inside it, else its file name
-// (reports are checked in, so they must not carry a machine's absolute paths).
-[[nodiscard]] std::string display_path(const std::filesystem::path& path);
+using ::autocastgen::display_path;  // support/paths.h
 
 // `file:line:col` of a location, the file printed with display_path.
 [[nodiscard]] std::string location_text(const SourceManager& sources, SourceLocation location);

@@ -10,6 +10,7 @@
 #include "emit/torch_target.h"
 #include "policy/resolver.h"
 #include "support/hash.h"
+#include "support/paths.h"
 
 namespace autocastgen::cli {
 
@@ -30,17 +31,6 @@ struct GenerateOptions {
   bool check = false;
   fs::path depfile;
 };
-
-// Paths inside the working directory print relative to it; others by file name only, so generated
-// files never carry a machine's absolute paths.
-std::string display_path(const std::string& path) {
-  std::error_code ec;
-  const fs::path absolute = fs::weakly_canonical(path, ec);
-  const fs::path cwd = fs::current_path(ec);
-  const fs::path relative = absolute.lexically_relative(cwd);
-  if (!relative.empty() && *relative.begin() != "..") return relative.generic_string();
-  return fs::path(path).filename().string();
-}
 
 int run(const GenerateOptions& options) {
   SourceManager sources;

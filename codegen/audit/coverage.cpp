@@ -1,5 +1,6 @@
 // Coverage of a resolved policy against the eligible overloads of the op schemas.
 #include "audit/coverage.h"
+#include "audit/markdown.h"
 
 #include <algorithm>
 #include <map>
@@ -30,17 +31,6 @@ std::string entry_detail(const SnapshotEntry& e) {
   if (e.policy == PolicyKind::fp32_append_dtype && !e.redispatch.empty()) return fmt::format("calls `{}`", e.redispatch);
   if (e.policy == PolicyKind::banned) return e.message;
   return "";
-}
-
-// Markdown table cells: pipes and line breaks would break the row.
-std::string cell(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += "<br>";
-    else out.push_back(c);
-  }
-  return out;
 }
 
 }  // namespace
@@ -99,7 +89,7 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
 
   out += "## Listed overloads\n\n| op | policy | detail | listed at |\n|---|---|---|---|\n";
   for (const SnapshotEntry& e : p.entries)
-    out += fmt::format("| `{}` | {} | {} | {} |\n", e.op, policy::spelling(e.policy), cell(entry_detail(e)),
+    out += fmt::format("| `{}` | {} | {} | {} |\n", e.op, policy::spelling(e.policy), markdown_cell(entry_detail(e)),
                        location_text(sources, e.location));
   out += "\n## Not covered, by family\n\n";
   out += "Eligible overloads (functional, with a Tensor input) that no list names, grouped by a name heuristic\n"
@@ -107,7 +97,7 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
          "still needs a decision.\n\n";
   out += "| family | ops | overloads | hint |\n|---|---:|---:|---|\n";
   for (const FamilyGroup& g : report.families)
-    out += fmt::format("| {} | {} | {} | {} |\n", g.family->title, g.ops.size(), g.overloads, cell(g.family->hint));
+    out += fmt::format("| {} | {} | {} | {} |\n", g.family->title, g.ops.size(), g.overloads, markdown_cell(g.family->hint));
   for (const FamilyGroup& g : report.families) {
     out += fmt::format("\n### {} ({} ops, {} overloads)\n\n", g.family->title, g.ops.size(), g.overloads);
     out += "| op | overloads not listed | overloads listed |\n|---|---|---|\n";

@@ -1,5 +1,6 @@
 // Comparing two policy snapshots entry by entry, and printing the result.
 #include "audit/diff.h"
+#include "audit/markdown.h"
 
 #include <algorithm>
 #include <map>
@@ -34,16 +35,6 @@ std::string what_changed(const SnapshotEntry& from, const SnapshotEntry& to) {
   if (from.policy != to.policy) return "policy";
   if (from.redispatch != to.redispatch) return "redispatch";
   return "message";
-}
-
-std::string cell(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += "<br>";
-    else out.push_back(c);
-  }
-  return out;
 }
 
 std::string side_summary(const PolicySnapshot& s) {
@@ -125,7 +116,7 @@ std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const
       std::string note = item.absent_from_other_schemas ? absent_note : "";
       if (item.entry->policy == PolicyKind::fp32_append_dtype && !item.entry->redispatch.empty())
         note += (note.empty() ? "" : "; ") + fmt::format("calls `{}`", item.entry->redispatch);
-      out += fmt::format("| `{}` | {} | {} |\n", item.entry->op, policy::spelling(item.entry->policy), cell(note));
+      out += fmt::format("| `{}` | {} | {} |\n", item.entry->op, policy::spelling(item.entry->policy), markdown_cell(note));
     }
   };
   one_sided("Added", diff.added, "not in A's op schemas");
@@ -146,12 +137,12 @@ std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const
         from += ": " + c.from->message;
         to += ": " + c.to->message;
       }
-      out += fmt::format("| `{}` | {} | {} | {} |\n", c.from->op, cell(from), cell(to), what);
+      out += fmt::format("| `{}` | {} | {} | {} |\n", c.from->op, markdown_cell(from), markdown_cell(to), what);
     }
   }
   if (!diff.schema_changed.empty()) {
     out += fmt::format("\n## Same policy, new schema ({})\n\n| A | B |\n|---|---|\n", diff.schema_changed.size());
-    for (const auto& [sa, sb] : diff.schema_changed) out += fmt::format("| `{}` | `{}` |\n", cell(sa->str()), cell(sb->str()));
+    for (const auto& [sa, sb] : diff.schema_changed) out += fmt::format("| `{}` | `{}` |\n", markdown_cell(sa->str()), markdown_cell(sb->str()));
   }
   return out;
 }

@@ -47,7 +47,6 @@ struct PolicyFile {
   std::optional<Located> device;
   std::optional<Located> dispatch_key;
   std::optional<std::vector<Located>> lower_precision;
-  SourceLocation lower_precision_location;
   std::optional<Located> extends;
   std::vector<Located> remove;
   std::vector<PolicyEntry> entries;  // in file order

@@ -151,7 +151,6 @@ class FileParser {
   }
 
   void parse_lower_precision(const YamlNode& node) {
-    result_.lower_precision_location = node.location();
     const std::vector<YamlNode>* items = sequence(node, "'lower_precision:'");
     if (!items) return;
     if (items->empty()) {

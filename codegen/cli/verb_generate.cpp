@@ -35,11 +35,6 @@ struct GenerateOptions {
 int run(const GenerateOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
-  if (options.state != "torch") {
-    diags.error({}, "--state autocastgen needs autocastgen's own runtime state, which this version does not have yet; "
-                    "use --state torch (PyTorch's at::autocast state)");
-    return 1;
-  }
   std::vector<uint32_t> schema_files;
   std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags, &schema_files);
   if (!schemas) return 1;

@@ -226,6 +226,9 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   }
   data.set("namespaces", ns_list);
   data.set("fallthrough", options.fallthrough);
+  const bool own_state = options.state == "autocastgen";
+  data.set("own_state", own_state);
+  data.set("runtime_namespace", own_state ? "::autocastgen::torch::autocastgen_state" : "::autocastgen::torch");
 
   std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
   if (!cpp) return std::nullopt;

@@ -60,7 +60,8 @@ Token Lexer::next() {
   if (is_digit(c) || (c == '-' && pos_ + 1 < size && is_digit(text_[pos_ + 1]))) {
     uint32_t end = pos_ + 1;
     while (end < size && is_digit(text_[end])) ++end;
-    if (end + 1 < size && text_[end] == '.' && is_digit(text_[end + 1])) {
+    // `2.5`, and `2.` as c10 prints whole floats (schemas read back from the dispatcher).
+    if (end < size && text_[end] == '.' && (end + 1 == size || !is_ident_start(text_[end + 1]))) {
       ++end;
       while (end < size && is_digit(text_[end])) ++end;
     }

@@ -6,6 +6,10 @@
 // inputs again and demands identical dtypes, sizes, strides and bytes for every output, and that
 // wrapper_trace() saw exactly our wrapper for that op run once.
 //
+// Built twice: against the torch-state library (driven by PyTorch's autocast state) and, with
+// AUTOCASTGEN_OWN_STATE, against the library generated with --state autocastgen, driven by
+// autocastgen::AutocastScope. The baselines always come from PyTorch's own kernels.
+//
 // Inputs come from the op's schema: Tensor arguments get random tensors (fixed seed per op),
 // other arguments their schema default; a small table of per-family recipes gives shapes and the
 // values that have no default. Floating inputs are float32 for lower_precision_fp ops, the
@@ -35,6 +39,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <autocastgen/runtime/state.h>
 #include <autocastgen/torch/wrapper_support.h>
 
 #ifndef AUTOCASTGEN_CPU_LIBRARY
@@ -684,12 +689,27 @@ struct CallResult {
   std::string error;  // what the call threw, if it did
 };
 
-CallResult run_case(const c10::OperatorHandle& op, const torch::jit::Stack& inputs, at::ScalarType dtype) {
+// Whose state turns autocast on: PyTorch's (as torch.autocast does), or autocastgen's
+// AutocastScope for a library generated with --state autocastgen.
+enum class Driver { torch_autocast, autocastgen_scope };
+
+#ifdef AUTOCASTGEN_OWN_STATE
+constexpr Driver kLibraryDriver = Driver::autocastgen_scope;
+#else
+constexpr Driver kLibraryDriver = Driver::torch_autocast;
+#endif
+
+CallResult run_case(const c10::OperatorHandle& op, const torch::jit::Stack& inputs, at::ScalarType dtype, Driver driver) {
   CallResult run;
   run.outputs = inputs;  // IValue copies share the tensors; the ops are functional
   try {
-    const CpuAutocast autocast(dtype);
-    op.callBoxed(run.outputs);
+    if (driver == Driver::torch_autocast) {
+      const CpuAutocast autocast(dtype);
+      op.callBoxed(run.outputs);
+    } else {
+      const autocastgen::AutocastScope scope(at::kCPU, dtype);
+      op.callBoxed(run.outputs);
+    }
   } catch (const c10::Error& e) {  // the message without the C++ backtrace, which differs
     run.error = e.what_without_backtrace();
     run.outputs.clear();
@@ -751,7 +771,7 @@ class BaselineEnvironment : public ::testing::Environment {
         const c10::OperatorHandle& op = find_op(c.op);
         b.inputs = build_inputs(op.schema(), c.op, c.policy, dtype_named(c.dtype));
         const uint64_t before = trace.calls;
-        b.run = run_case(op, b.inputs, dtype_named(c.dtype));
+        b.run = run_case(op, b.inputs, dtype_named(c.dtype), Driver::torch_autocast);
         b.wrapper_calls = trace.calls - before;
       } catch (const std::exception& e) {
         b.input_error = e.what();
@@ -831,7 +851,7 @@ TEST_P(Conformance, MatchesPyTorchBuiltinKernel) {
   auto& trace = autocastgen::torch::wrapper_trace();
   trace.last_op = nullptr;
   const uint64_t before = trace.calls;
-  const CallResult ours = run_case(op, b.inputs, dtype_named(c.dtype));
+  const CallResult ours = run_case(op, b.inputs, dtype_named(c.dtype), kLibraryDriver);
   if (baseline_threw) {
     EXPECT_EQ(ours.error, b.run.error) << "PyTorch's kernel threw; ours must throw the same";
   } else {

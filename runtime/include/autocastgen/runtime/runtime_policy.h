@@ -1,0 +1,29 @@
+// Policies given while the program runs: a boxed kernel on the device's autocast key implements
+// all six policies for any op, including ops defined at run time (docs/runtime.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <c10/macros/Export.h>
+
+namespace autocastgen {
+
+// Gives `op` (`ns::name` or `ns::name.overload`; a bare name means aten) the policy `policy`
+// (lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned) on
+// `device` (cpu, cuda, ...). Replaces what the op had on that autocast key (a generated wrapper,
+// PyTorch's kernel or an earlier runtime policy; a replaced kernel is logged once). Throws
+// c10::Error with the CLI's message for an unknown op, an ineligible overload or an unknown
+// policy or device; nothing is registered then. The kernel reads autocastgen's state when an
+// AutocastScope is on for the device, else PyTorch's at::autocast state (torch.autocast).
+TORCH_API void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device);
+
+// Loads a policy file (the policy language of docs/policy-language.md, resolved against the ops
+// registered now) and registers every entry as above. Throws c10::Error whose message holds the
+// `file:line:col: error:` diagnostics; nothing is registered then. Returns the entries registered.
+TORCH_API size_t load_runtime_policy_file(const std::string& path);
+
+// Drops every runtime policy this process registered (the kernels they replaced come back).
+TORCH_API void clear_runtime_policies();
+
+}  // namespace autocastgen

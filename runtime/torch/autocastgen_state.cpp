@@ -1,0 +1,89 @@
+// The autocastgen-state wrapper helpers: casts through autocastgen's cache, and the key claim.
+#include "autocastgen/torch/autocastgen_state.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Logging.h>
+#include <torch/library.h>
+
+#include "state_internal.h"
+
+namespace autocastgen::torch::autocastgen_state {
+
+std::optional<at::Tensor> cast(const std::optional<at::Tensor>& tensor, at::ScalarType to, c10::DeviceType device) {
+  if (!tensor.has_value()) return std::nullopt;
+  return ::autocastgen::cached_cast(to, *tensor, device);
+}
+
+std::vector<at::Tensor> cast(at::TensorList tensors, at::ScalarType to, c10::DeviceType device) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(::autocastgen::cached_cast(to, t, device));
+  return out;
+}
+
+std::vector<at::Tensor> cast(const at::ITensorListRef& tensors, at::ScalarType to, c10::DeviceType device) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(::autocastgen::cached_cast(to, t, device));
+  return out;
+}
+
+c10::List<std::optional<at::Tensor>> cast(const c10::List<std::optional<at::Tensor>>& tensors, at::ScalarType to,
+                                          c10::DeviceType device) {
+  c10::List<std::optional<at::Tensor>> out;
+  out.reserve(tensors.size());
+  for (const std::optional<at::Tensor>& t : tensors) out.push_back(cast(t, to, device));
+  return out;
+}
+
+at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
+  if (!is_eligible(tensor, device)) return current;
+  const at::ScalarType next = tensor.scalar_type();
+  if (next == at::kDouble) return current;
+  if (current == at::kFloat || next == at::kFloat) return at::kFloat;
+  const at::ScalarType lower = ::autocastgen::autocast_dtype(device);
+  TORCH_CHECK(current == lower && next == lower, "autocastgen: promote cannot choose between ", current, " and ", next,
+              " (autocast's lower-precision dtype is ", lower, ")");
+  return lower;
+}
+
+at::ScalarType promote(at::ScalarType current, at::TensorList tensors, c10::DeviceType device) {
+  for (const at::Tensor& t : tensors) current = promote(current, t, device);
+  return current;
+}
+
+at::ScalarType promote(at::ScalarType current, const at::ITensorListRef& tensors, c10::DeviceType device) {
+  for (const at::Tensor& t : tensors) current = promote(current, t, device);
+  return current;
+}
+
+DispatchKeyClaim::DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<std::string_view> listed_ops) {
+  const std::set<std::string_view> listed(listed_ops.begin(), listed_ops.end());
+  std::map<std::string, std::vector<std::string>> unlisted;  // namespace -> `name[.overload]`
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getRegistrationsForDispatchKey(key)) {
+    const std::string qualified = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+    if (listed.count(qualified) || ::autocastgen::detail::has_runtime_policy(qualified, key)) continue;
+    const size_t colons = op.name.find("::");
+    if (colons == std::string::npos) continue;
+    unlisted[op.name.substr(0, colons)].push_back(qualified.substr(colons + 2));
+  }
+  size_t count = 0;
+  for (const auto& [ns, ops] : unlisted) {
+    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, ns, key, __FILE__, __LINE__);
+    for (const std::string& op : ops) library->impl(op.c_str(), ::torch::CppFunction::makeFallthrough());
+    count += ops.size();
+    libraries_.push_back(std::move(library));
+  }
+  if (count != 0)
+    LOG(WARNING) << "autocastgen: " << count << " op(s) outside the policy had kernels on " << key
+                 << "; they fall through while this autocastgen-state library is loaded";
+}
+
+DispatchKeyClaim::~DispatchKeyClaim() = default;
+
+}  // namespace autocastgen::torch::autocastgen_state

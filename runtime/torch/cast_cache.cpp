@@ -1,0 +1,121 @@
+// Note [cast cache]
+// Autocast casts each weight once per forward pass instead of once per use: a float32 leaf that
+// requires grad, cast to the lower-precision dtype, is kept until the device's outermost
+// AutocastScope ends. The cache is per thread (and per device type): the hit path takes no lock
+// and touches no shared cache line. Threads sharing weights each cast them once; that costs one
+// copy per thread and scope, which is what a lock-free hit buys (docs/runtime.md).
+//
+// Entries hold a weak reference to the source. While an entry exists the source's TensorImpl
+// cannot be freed (a weak reference keeps the object's memory), so its address cannot be reused
+// by a new tensor and a lookup can never return another tensor's cast. An entry whose source died
+// is dropped on lookup, and dead entries are swept whenever the map doubles since the last sweep,
+// so a long scope that creates and drops weights keeps the cache at O(live weights).
+#include "autocastgen/runtime/cast_cache.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/flat_hash_map.h>
+
+#include "autocastgen/runtime/state.h"
+
+namespace autocastgen {
+namespace {
+
+using WeakImpl = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+
+struct CacheKey {
+  const c10::TensorImpl* source;
+  c10::ScalarType dtype;
+  bool operator==(const CacheKey& other) const { return source == other.source && dtype == other.dtype; }
+};
+
+struct CacheKeyHash {
+  size_t operator()(const CacheKey& key) const {
+    return std::hash<const void*>()(key.source) ^ (static_cast<size_t>(key.dtype) << 1U);
+  }
+};
+
+struct CacheEntry {
+  WeakImpl source;
+  at::Tensor cast;
+};
+
+class DeviceCache {
+ public:
+  const at::Tensor* find(const CacheKey& key) {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return nullptr;
+    if (it->second.source.expired()) {
+      entries_.erase(it);
+      return nullptr;
+    }
+    return &it->second.cast;
+  }
+
+  void insert(const CacheKey& key, const at::Tensor& source, at::Tensor cast) {
+    if (entries_.size() >= sweep_at_) sweep();
+    entries_.insert_or_assign(key, CacheEntry{WeakImpl(source.getIntrusivePtr()), std::move(cast)});
+  }
+
+  [[nodiscard]] size_t size() const { return entries_.size(); }
+  void clear() {
+    entries_.clear();
+    sweep_at_ = kMinSweep;
+  }
+
+ private:
+  static constexpr size_t kMinSweep = 64;
+
+  void sweep() {
+    for (auto it = entries_.begin(); it != entries_.end();) it = it->second.source.expired() ? entries_.erase(it) : std::next(it);
+    sweep_at_ = std::max(kMinSweep, 2 * entries_.size());
+  }
+
+  ska::flat_hash_map<CacheKey, CacheEntry, CacheKeyHash> entries_;
+  size_t sweep_at_ = kMinSweep;
+};
+
+constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
+
+DeviceCache& thread_cache(c10::DeviceType device) {
+  thread_local std::array<DeviceCache, kDeviceTypes> caches;
+  return caches.at(static_cast<size_t>(device));
+}
+
+// A weight, inside a scope: what autocast may cast once and reuse until the scope ends.
+bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType device) {
+  return autocast_nesting(device) > 0 && to == autocast_dtype(device) && tensor.scalar_type() == at::kFloat && tensor.requires_grad() &&
+         tensor.is_leaf() && !tensor.is_view() && is_autocast_cache_enabled(device) && !c10::InferenceMode::is_enabled();
+}
+
+}  // namespace
+
+bool is_eligible(const at::Tensor& tensor, c10::DeviceType device) { return at::autocast::is_eligible(tensor, device); }
+
+at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
+  if (!is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
+  if (!is_cacheable(tensor, to, device)) return tensor.to(to);
+  DeviceCache& cache = thread_cache(device);
+  const CacheKey key{tensor.unsafeGetTensorImpl(), to};
+  if (const at::Tensor* hit = cache.find(key)) return *hit;
+  // The cached cast outlives this call and may be reused with grad mode on: it must record
+  // autograd history even when this call runs under no_grad (pytorch #158232).
+  at::Tensor cast;
+  {
+    const c10::AutoGradMode grad_on(true);
+    cast = tensor.to(to);
+  }
+  cache.insert(key, tensor, cast);
+  return cast;
+}
+
+size_t cast_cache_size(c10::DeviceType device) { return thread_cache(device).size(); }
+
+void clear_cast_cache(c10::DeviceType device) { thread_cache(device).clear(); }
+
+}  // namespace autocastgen

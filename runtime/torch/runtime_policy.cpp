@@ -1,0 +1,358 @@
+// Runtime policies: one boxed kernel implements the six policies for any op. Names, policies and
+// devices are checked by the same loader and resolver as the CLI (codegen/policy), against the
+// schemas registered with the dispatcher now, so the errors are the CLI's.
+#include "autocastgen/runtime/runtime_policy.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
+#include <nlohmann/json.hpp>
+#include <torch/library.h>
+
+#include "autocastgen/runtime/cast_cache.h"
+#include "autocastgen/runtime/state.h"
+#include "autocastgen/torch/autocastgen_state.h"
+#include "autocastgen/torch/wrapper_support.h"
+#include "model/schema_set.h"
+#include "policy/policy_file.h"
+#include "policy/resolver.h"
+#include "schema/parser.h"
+#include "state_internal.h"
+#include "support/diagnostics.h"
+#include "support/source_manager.h"
+
+namespace autocastgen {
+namespace {
+
+using policy::PolicyKind;
+
+// How an argument takes part in casting.
+enum class ArgKind { other, tensor, tensor_list, optional_tensor, optional_tensor_list };
+
+ArgKind arg_kind(const c10::Argument& argument) {
+  const c10::TypePtr& type = argument.real_type();
+  if (type->kind() == c10::TypeKind::TensorType) return ArgKind::tensor;
+  if (const auto optional = type->cast<c10::OptionalType>())
+    return optional->getElementType()->kind() == c10::TypeKind::TensorType ? ArgKind::optional_tensor : ArgKind::other;
+  if (const auto list = type->cast<c10::ListType>()) {
+    const c10::TypePtr& element = list->getElementType();
+    if (element->kind() == c10::TypeKind::TensorType) return ArgKind::tensor_list;
+    if (const auto optional = element->cast<c10::OptionalType>())
+      if (optional->getElementType()->kind() == c10::TypeKind::TensorType) return ArgKind::optional_tensor_list;
+  }
+  return ArgKind::other;
+}
+
+// Everything the kernel needs, fixed at registration.
+struct KernelSpec {
+  std::string op;  // `ns::name[.overload]`
+  PolicyKind policy;
+  c10::DeviceType device;
+  c10::DispatchKey key;
+  std::vector<ArgKind> args;
+  std::optional<size_t> dtype_arg;                  // fp32_set_opt_dtype
+  std::optional<c10::OperatorHandle> redispatch;    // fp32_append_dtype
+  std::string message;                              // banned
+};
+
+// Casting through whichever state is in charge: autocastgen's while an AutocastScope is open for
+// the device, else PyTorch's at::autocast (the kernel runs only while its key is included).
+struct Caster {
+  bool ours;
+  c10::DeviceType device;
+
+  [[nodiscard]] at::Tensor cast(const at::Tensor& tensor, at::ScalarType to) const {
+    return ours ? cached_cast(to, tensor, device) : at::autocast::cached_cast(to, tensor, device);
+  }
+  [[nodiscard]] at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor) const {
+    return ours ? torch::autocastgen_state::promote(current, tensor, device) : torch::promote(current, tensor, device);
+  }
+  [[nodiscard]] at::ScalarType lower_precision() const {
+    return ours ? autocast_dtype(device) : at::autocast::get_autocast_dtype(device);
+  }
+};
+
+void cast_arguments(const KernelSpec& spec, const Caster& caster, at::ScalarType to, c10::Stack& stack, size_t base) {
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    c10::IValue& value = stack[base + i];
+    switch (spec.args[i]) {
+      case ArgKind::other: break;
+      case ArgKind::tensor:
+      case ArgKind::optional_tensor:
+        if (value.isTensor()) value = caster.cast(value.toTensor(), to);
+        break;
+      case ArgKind::tensor_list: {
+        c10::List<at::Tensor> cast;
+        for (const at::Tensor& t : value.toTensorList()) cast.push_back(caster.cast(t, to));
+        value = std::move(cast);
+        break;
+      }
+      case ArgKind::optional_tensor_list: {
+        c10::List<std::optional<at::Tensor>> cast;
+        for (const std::optional<at::Tensor>& t : value.toOptionalTensorList())
+          cast.push_back(t.has_value() ? std::optional<at::Tensor>(caster.cast(*t, to)) : std::nullopt);
+        value = std::move(cast);
+        break;
+      }
+    }
+  }
+}
+
+// Note [promote semantics] (wrapper_support.h): Tensor and Tensor[] arguments take part.
+at::ScalarType promoted_type(const KernelSpec& spec, const Caster& caster, at::ScalarType current, const c10::Stack& stack, size_t base) {
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    const c10::IValue& value = stack[base + i];
+    if (spec.args[i] == ArgKind::tensor) current = caster.promote(current, value.toTensor());
+    if (spec.args[i] == ArgKind::tensor_list)
+      for (const at::Tensor& t : value.toTensorList()) current = caster.promote(current, t);
+  }
+  return current;
+}
+
+class RuntimePolicyKernel final : public c10::OperatorKernel {
+ public:
+  explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::move(spec)) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, c10::Stack* stack) const {
+    const bool ours = autocast_nesting(spec_.device) > 0;
+    const torch::WrapperScope scope(spec_.key, spec_.op.c_str());
+    if (ours && !is_autocast_enabled(spec_.device)) return op.callBoxed(stack);
+    const Caster caster{ours, spec_.device};
+    const size_t base = stack->size() - spec_.args.size();
+    switch (spec_.policy) {
+      case PolicyKind::lower_precision_fp: cast_arguments(spec_, caster, caster.lower_precision(), *stack, base); break;
+      case PolicyKind::fp32: cast_arguments(spec_, caster, at::kFloat, *stack, base); break;
+      case PolicyKind::promote:
+        cast_arguments(spec_, caster, promoted_type(spec_, caster, caster.lower_precision(), *stack, base), *stack, base);
+        break;
+      case PolicyKind::fp32_set_opt_dtype: {
+        c10::IValue& dtype = (*stack)[base + *spec_.dtype_arg];
+        if (dtype.isNone() && first_is_eligible(*stack, base))
+          dtype = static_cast<int64_t>(at::kFloat);
+        break;
+      }
+      case PolicyKind::fp32_append_dtype:
+      {
+        // float32, or the first argument's own dtype when it is a tensor autocast leaves alone.
+        const c10::IValue& first = (*stack)[base];
+        const bool keep_own = first.isTensor() && !first_is_eligible(*stack, base);
+        stack->emplace_back(static_cast<int64_t>(keep_own ? first.toTensor().scalar_type() : at::kFloat));
+      }
+        return spec_.redispatch->callBoxed(stack);
+      case PolicyKind::banned: torch::raise_banned(spec_.op.c_str(), spec_.message.c_str());
+    }
+    op.callBoxed(stack);
+  }
+
+ private:
+  [[nodiscard]] bool first_is_eligible(const c10::Stack& stack, size_t base) const {
+    return !spec_.args.empty() && stack[base].isTensor() && is_eligible(stack[base].toTensor(), spec_.device);
+  }
+
+  KernelSpec spec_;
+};
+
+std::string qualified_name(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+std::string namespace_of(std::string_view qualified) {
+  const size_t colons = qualified.find("::");
+  return std::string(colons == std::string_view::npos ? std::string_view("aten") : qualified.substr(0, colons));
+}
+
+// The dispatcher's schemas of `namespaces` (all when empty) in the policy model. Schemas the
+// native_functions grammar cannot read (TorchScript-only types such as Any) are left out.
+model::SchemaSet registered_schemas(const std::set<std::string>& namespaces) {
+  SourceManager sources;
+  std::ostringstream discarded;
+  DiagnosticEngine diags(sources, discarded);
+  model::SchemaSet schemas;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (!namespaces.empty() && !namespaces.count(namespace_of(name.name))) continue;
+    const std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema(name);
+    if (!handle || !handle->hasSchema()) continue;
+    std::ostringstream text;
+    text << handle->schema();
+    const uint32_t file = sources.add_buffer(qualified_name(name), text.str());
+    if (std::optional<model::FunctionSchema> schema =
+            schema::parse_function_schema(sources.text(file), schema::SchemaSource{sources.start_of(file)}, diags))
+      (void)schemas.add(std::move(*schema));
+  }
+  return schemas;
+}
+
+c10::DeviceType device_type_of(const std::string& device) {
+  if (device == "privateuseone") return c10::DeviceType::PrivateUse1;
+  return c10::Device(device).type();
+}
+
+KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved) {
+  const model::OperatorName& name = entry.schema->name();
+  const std::string ns = name.ns.empty() ? std::string(model::kDefaultNamespace) : name.ns;
+  const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name.name).c_str(), name.overload.c_str());
+  KernelSpec spec;
+  spec.op = ns + "::" + name.unqualified();
+  spec.policy = entry.policy;
+  spec.device = device_type_of(resolved.device);
+  spec.key = c10::parseDispatchKey(resolved.dispatch_key);
+  for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
+  if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
+    const auto& arguments = handle.schema().arguments();
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (arguments[i].name() == "dtype") spec.dtype_arg = i;
+  }
+  if (entry.redispatch) {
+    const model::OperatorName& sibling = entry.redispatch->name();
+    spec.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());
+  }
+  spec.message = entry.message;
+  return spec;
+}
+
+// Every runtime policy this process holds: the registration keeps the kernel installed.
+class Registry {
+ public:
+  static Registry& get() {
+    static Registry* registry = new Registry();  // never destroyed: kernels may run during exit
+    return *registry;
+  }
+
+  void install(KernelSpec spec) {
+    const std::pair<std::string, c10::DispatchKey> id{spec.op, spec.key};
+    const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+        spec.op.substr(0, spec.op.find('.')).c_str(),
+        spec.op.find('.') == std::string::npos ? "" : spec.op.substr(spec.op.find('.') + 1).c_str());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
+      TORCH_WARN("autocastgen: the runtime policy ", policy::spelling(spec.policy), " for ", spec.op, " on ", spec.key,
+                 " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
+                 "runtime policy)");
+    const std::string ns = namespace_of(spec.op);
+    const std::string unqualified = spec.op.substr(ns.size() + 2);
+    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, ns, spec.key, __FILE__, __LINE__);
+    library->impl(unqualified.c_str(),
+                  ::torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RuntimePolicyKernel>(std::move(spec))));
+    // The new kernel is in place before the old registration goes, so no call misses both.
+    std::swap(libraries_[id], library);
+  }
+
+  bool contains(const std::string& op, c10::DispatchKey key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return libraries_.count({op, key}) != 0;
+  }
+
+  void clear() {
+    std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<::torch::Library>> dropped;
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped.swap(libraries_);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<::torch::Library>> libraries_;
+  std::set<std::pair<std::string, c10::DispatchKey>> logged_;
+};
+
+// Diagnostics of a single call name no file: just `error: message`.
+std::string without_location(const DiagnosticEngine& diags) {
+  std::string text;
+  for (const Diagnostic& d : diags.diagnostics())
+    if (d.severity == Severity::error) text += "\nerror: " + d.message;
+  return text;
+}
+
+}  // namespace
+
+namespace detail {
+
+bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key) { return Registry::get().contains(qualified, key); }
+
+}  // namespace detail
+
+void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device) {
+  const std::string call = c10::str("autocastgen: register_runtime_policy('", op, "', '", policy, "', '", device, "') failed:");
+  // The call as a one-entry policy file, so the loader and resolver check it as the CLI would.
+  const std::string entry = policy == "banned"
+                                ? nlohmann::json({{"op", op}, {"message", "banned by a runtime policy"}}).dump()
+                                : nlohmann::json(op).dump();
+  const std::string text = c10::str("autocast:\n  device: ", nlohmann::json(device).dump(), "\nlists:\n  ",
+                                    nlohmann::json(policy).dump(), ": [", entry, "]\n");
+  SourceManager sources;
+  std::ostringstream messages;
+  DiagnosticEngine diags(sources, messages);
+  const uint32_t file = sources.add_buffer("<register_runtime_policy>", text);
+  std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, file, diags);
+  TORCH_CHECK(parsed && !diags.has_errors(), call, without_location(diags));
+  const std::optional<policy::OpPattern> pattern = policy::parse_op_pattern(op);
+  std::vector<policy::PolicyFile> chain;
+  chain.push_back(std::move(*parsed));
+  const model::SchemaSet schemas = registered_schemas({pattern && !pattern->ns.empty() ? pattern->ns : "aten"});
+  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(chain, schemas, diags);
+  TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
+  for (const policy::ResolvedEntry& resolved_entry : resolved->entries) Registry::get().install(kernel_spec(resolved_entry, *resolved));
+}
+
+size_t load_runtime_policy_file(const std::string& path) {
+  SourceManager sources;
+  std::ostringstream messages;
+  DiagnosticEngine diags(sources, messages);
+  const std::string context = c10::str("autocastgen: the runtime policy ", path, " has errors:\n");
+  std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
+  TORCH_CHECK(chain && !diags.has_errors(), context, messages.str());
+  const model::SchemaSet schemas = registered_schemas(/*namespaces=*/{});
+  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(*chain, schemas, diags);
+  TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
+  // Every entry is checked before the first is installed: a bad file registers nothing.
+  std::vector<KernelSpec> specs;
+  for (const policy::ResolvedEntry& entry : resolved->entries) specs.push_back(kernel_spec(entry, *resolved));
+  for (KernelSpec& spec : specs) Registry::get().install(std::move(spec));
+  return specs.size();
+}
+
+void clear_runtime_policies() { Registry::get().clear(); }
+
+namespace {
+
+// AUTOCASTGEN_POLICY=<file>: loaded when this library loads. A broken file stops the process with
+// the diagnostics, as the CLI would: running without the policy the user asked for is worse.
+const bool environment_policy_loaded = [] {
+  const char* path = std::getenv("AUTOCASTGEN_POLICY");
+  if (path == nullptr || *path == '\0') return false;
+  try {
+    const size_t count = load_runtime_policy_file(path);
+    std::fprintf(stderr, "autocastgen: AUTOCASTGEN_POLICY=%s: %zu runtime policies registered\n", path, count);
+  } catch (const c10::Error& error) {
+    std::fprintf(stderr, "%s\n", error.what_without_backtrace());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace autocastgen
+
+// The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
+TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  m.def("register_runtime_policy(str op, str policy, str device) -> ()",
+        [](const std::string& op, const std::string& policy, const std::string& device) {
+          autocastgen::register_runtime_policy(op, policy, device);
+        });
+  m.def("load_runtime_policy_file(str path) -> int",
+        [](const std::string& path) { return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path)); });
+  m.def("clear_runtime_policies() -> ()", [] { autocastgen::clear_runtime_policies(); });
+}

@@ -1,0 +1,21 @@
+// Shared by the runtime's torch sources; not installed.
+#pragma once
+
+#include <c10/core/DeviceType.h>
+#include <c10/core/DispatchKey.h>
+
+#include <string>
+
+namespace autocastgen::detail {
+
+// The autocast dispatch key of `device`; throws c10::Error for a device type that has none.
+c10::DispatchKey autocast_key(c10::DeviceType device);
+
+}  // namespace autocastgen::detail
+
+namespace autocastgen::detail {
+
+// Whether `qualified` (`ns::name[.overload]`) has a runtime policy on `key` (runtime_policy.cpp).
+bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key);
+
+}  // namespace autocastgen::detail

@@ -7,9 +7,13 @@
 //
 // Entries hold a weak reference to the source. While an entry exists the source's TensorImpl
 // cannot be freed (a weak reference keeps the object's memory), so its address cannot be reused
-// by a new tensor and a lookup can never return another tensor's cast. An entry whose source died
-// is dropped on lookup, and dead entries are swept whenever the map doubles since the last sweep,
-// so a long scope that creates and drops weights keeps the cache at O(live weights).
+// by a new tensor and a lookup can never return another tensor's cast.
+//
+// The cast itself keeps the source alive, though: its grad_fn leads to the source's
+// AccumulateGrad node, which holds the source. So "dead" means unreachable except through that
+// chain: only our cast's graph holds the AccumulateGrad, and only the AccumulateGrad holds the
+// source. Dead entries are swept whenever the map has doubled since the last sweep, so a long
+// scope that creates and drops weights keeps the cache at O(live weights).
 #include "autocastgen/runtime/cast_cache.h"
 
 #include <algorithm>
@@ -20,6 +24,8 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/flat_hash_map.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include "autocastgen/runtime/state.h"
 
@@ -72,8 +78,18 @@ class DeviceCache {
   static constexpr size_t kMinSweep = 64;
 
   void sweep() {
-    for (auto it = entries_.begin(); it != entries_.end();) it = it->second.source.expired() ? entries_.erase(it) : std::next(it);
+    for (auto it = entries_.begin(); it != entries_.end();) it = is_dead(it->second) ? entries_.erase(it) : std::next(it);
     sweep_at_ = std::max(kMinSweep, 2 * entries_.size());
+  }
+
+  static bool is_dead(const CacheEntry& entry) {
+    if (entry.source.expired()) return true;
+    const at::Tensor source(entry.source.lock());  // one reference of ours
+    const c10::intrusive_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::try_get_grad_accumulator(source);
+    if (!accumulator) return source.use_count() == 1;
+    // The accumulator: ours here plus the edge from our cast's grad_fn; the source: ours here plus
+    // the accumulator's. Anything more is a user (or another graph) still holding on.
+    return accumulator.use_count() == 2 && source.use_count() == 2;
   }
 
   ska::flat_hash_map<CacheKey, CacheEntry, CacheKeyHash> entries_;

@@ -39,11 +39,33 @@ class StrictContext : public mustache::context<std::string> {
 };
 
 // The mustache spec's standalone rule: a line holding only a section, inverted-section, closing,
-// comment or partial tag (and whitespace) leaves no line behind. kainjow keeps the line breaks of
-// skipped sections, so the rule is applied to the template text before it is parsed.
-std::string strip_standalone_lines(const std::string& text) {
+// comment or partial tag (and whitespace) leaves no line behind. kainjow applies it only to
+// sections it renders (and then also drops a blank line that follows), so the rule is applied here
+// instead: such lines get a marker before rendering, and lines left holding nothing but markers
+// are removed afterwards. The marker keeps kainjow's own rule from firing.
+constexpr char kStandaloneMarker = '\x01';
+
+std::string mark_standalone_lines(const std::string& text) {
   static const std::regex standalone(R"(^[ \t]*(\{\{[#^/!>][^}]*\}\})[ \t]*\n)", std::regex::multiline);
-  return std::regex_replace(text, standalone, "$1");
+  return std::regex_replace(text, standalone, std::string("$1") + kStandaloneMarker + "\n");
+}
+
+std::string remove_standalone_lines(const std::string& rendered) {
+  std::string out;
+  out.reserve(rendered.size());
+  size_t start = 0;
+  while (start < rendered.size()) {
+    size_t end = rendered.find('\n', start);
+    end = end == std::string::npos ? rendered.size() : end + 1;
+    const std::string_view line(rendered.data() + start, end - start);
+    const bool marked = line.find(kStandaloneMarker) != std::string_view::npos;
+    const bool only_markers = line.find_first_not_of(std::string(" \t\n") + kStandaloneMarker) == std::string_view::npos;
+    if (!(marked && only_markers))
+      for (char c : line)
+        if (c != kStandaloneMarker) out += c;
+    start = end;
+  }
+  return out;
 }
 
 std::string template_name(const std::string& file_name) {
@@ -109,9 +131,9 @@ std::optional<std::string> TemplateSet::render(const std::string& name, const Te
   for (const auto& [partial_name, file] : files_) {
     const std::string text(sources_->text(file));
     if (partial_name != name)
-      partials.emplace(partial_name, mustache::partial([stripped = strip_standalone_lines(text)] { return stripped; }));
+      partials.emplace(partial_name, mustache::partial([stripped = mark_standalone_lines(text)] { return stripped; }));
   }
-  mustache::mustache tmpl{strip_standalone_lines(std::string(sources_->text(it->second)))};
+  mustache::mustache tmpl{mark_standalone_lines(std::string(sources_->text(it->second)))};
   if (!tmpl.is_valid()) {
     diags.error({it->second, 0}, fmt::format("invalid template: {}", tmpl.error_message()));
     return std::nullopt;
@@ -123,7 +145,7 @@ std::optional<std::string> TemplateSet::render(const std::string& name, const Te
     diags.error({it->second, 0}, fmt::format("template error: {}", tmpl.error_message()));
     return std::nullopt;
   }
-  if (context.missing_.empty() && context.missing_partials_.empty()) return out;
+  if (context.missing_.empty() && context.missing_partials_.empty()) return remove_standalone_lines(out);
 
   // Point at the first use of each missing name in any template of the set.
   auto report = [&](const std::string& missing, bool partial) {

@@ -176,6 +176,7 @@ class Resolver {
       std::vector<std::string> names;
       for (const FunctionSchema* s : overloads)
         if (for_remove || model::is_autocast_eligible(*s)) names.push_back(display_name(*s));
+      std::sort(names.begin(), names.end());  // the same list whatever order the schemas came in
       std::vector<std::string_view> views(names.begin(), names.end());
       if (pattern->overload.empty()) {
         diags_.error(op.location,

@@ -41,7 +41,8 @@ std::string closest_match(std::string_view word, const std::vector<std::string_v
   size_t best_distance = limit + 1;
   for (std::string_view candidate : candidates) {
     const size_t d = edit_distance(word, candidate, limit);
-    if (d < best_distance) {
+    // Ties go to the alphabetically first, so the answer does not depend on the candidates' order.
+    if (d < best_distance || (d == best_distance && !best.empty() && candidate < best)) {
       best_distance = d;
       best = candidate;
     }

@@ -126,6 +126,10 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
   explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::move(spec)) {}
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, c10::Stack* stack) const {
+    // The op may have been dropped and defined again with another schema since registration.
+    TORCH_CHECK(op.schema().arguments().size() == spec_.args.size(), "autocastgen: the runtime policy for ", spec_.op,
+                " was registered for another schema of it (", spec_.args.size(), " arguments, now ",
+                op.schema().arguments().size(), "); register the policy again");
     const bool ours = autocast_nesting(spec_.device) > 0;
     const torch::WrapperScope scope(spec_.key, spec_.op.c_str());
     if (ours && !is_autocast_enabled(spec_.device)) return op.callBoxed(stack);
@@ -174,12 +178,18 @@ std::string namespace_of(std::string_view qualified) {
 }
 
 // The dispatcher's schemas of `namespaces` (all when empty) in the policy model. Schemas the
-// native_functions grammar cannot read (TorchScript-only types such as Any) are left out.
-model::SchemaSet registered_schemas(const std::set<std::string>& namespaces) {
+// native_functions grammar cannot read (TorchScript-only types such as Any) are left out, with
+// the parser's message kept by `ns::name[.overload]`.
+struct RegisteredSchemas {
+  model::SchemaSet schemas;
+  std::map<std::string, std::string> unreadable;
+};
+
+RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
   SourceManager sources;
   std::ostringstream discarded;
   DiagnosticEngine diags(sources, discarded);
-  model::SchemaSet schemas;
+  RegisteredSchemas result;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (!namespaces.empty() && !namespaces.count(namespace_of(name.name))) continue;
     const std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findSchema(name);
@@ -187,11 +197,14 @@ model::SchemaSet registered_schemas(const std::set<std::string>& namespaces) {
     std::ostringstream text;
     text << handle->schema();
     const uint32_t file = sources.add_buffer(qualified_name(name), text.str());
+    const size_t errors = diags.diagnostics().size();
     if (std::optional<model::FunctionSchema> schema =
             schema::parse_function_schema(sources.text(file), schema::SchemaSource{sources.start_of(file)}, diags))
-      (void)schemas.add(std::move(*schema));
+      (void)result.schemas.add(std::move(*schema));
+    else if (diags.diagnostics().size() > errors)
+      result.unreadable.emplace(qualified_name(name), diags.diagnostics().back().message);
   }
-  return schemas;
+  return result;
 }
 
 c10::DeviceType device_type_of(const std::string& device) {
@@ -299,8 +312,16 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
   const std::optional<policy::OpPattern> pattern = policy::parse_op_pattern(op);
   std::vector<policy::PolicyFile> chain;
   chain.push_back(std::move(*parsed));
-  const model::SchemaSet schemas = registered_schemas({pattern && !pattern->ns.empty() ? pattern->ns : "aten"});
-  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(chain, schemas, diags);
+  const std::string ns = pattern && !pattern->ns.empty() ? pattern->ns : "aten";
+  const RegisteredSchemas registered = registered_schemas({ns});
+  if (pattern && !pattern->all_overloads) {
+    const std::string qualified =
+        ns + "::" + pattern->name + (pattern->overload.empty() ? "" : "." + pattern->overload);
+    const auto unreadable = registered.unreadable.find(qualified);
+    TORCH_CHECK(unreadable == registered.unreadable.end(), call, "\nerror: cannot read the schema of '", qualified,
+                "' (autocastgen reads the native_functions.yaml grammar): ", unreadable->second);
+  }
+  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(chain, registered.schemas, diags);
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
   for (const policy::ResolvedEntry& resolved_entry : resolved->entries) Registry::get().install(kernel_spec(resolved_entry, *resolved));
 }
@@ -312,8 +333,8 @@ size_t load_runtime_policy_file(const std::string& path) {
   const std::string context = c10::str("autocastgen: the runtime policy ", path, " has errors:\n");
   std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
   TORCH_CHECK(chain && !diags.has_errors(), context, messages.str());
-  const model::SchemaSet schemas = registered_schemas(/*namespaces=*/{});
-  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(*chain, schemas, diags);
+  const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
+  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(*chain, registered.schemas, diags);
   TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
   // Every entry is checked before the first is installed: a bad file registers nothing.
   std::vector<KernelSpec> specs;

@@ -43,9 +43,12 @@ TEST(Lexer, Numbers) {
   EXPECT_EQ(tokens("0 -1 0.5 1e-05 1E+3 -2.5e10 0.3333333333333333"),
             "number@0<0> number@2<-1> number@5<0.5> number@9<1e-05> number@15<1E+3> number@20<-2.5e10> "
             "number@28<0.3333333333333333> end of schema@46");
-  // `-inf` is a minus and an identifier; a trailing dot or exponent without digits is not taken.
+  // `-inf` is a minus and an identifier; an exponent without digits is not taken. A trailing dot
+  // is (c10 prints whole floats as `2.`), unless a name follows it.
   EXPECT_EQ(tokens("-inf"), "'-'@0 identifier@1<inf> end of schema@4");
-  EXPECT_EQ(tokens("1."), "number@0<1> '.'@1 end of schema@2");
+  EXPECT_EQ(tokens("1."), "number@0<1.> end of schema@2");
+  EXPECT_EQ(tokens("2.,"), "number@0<2.> ','@2 end of schema@3");
+  EXPECT_EQ(tokens("1.e5"), "number@0<1> '.'@1 identifier@2<e5> end of schema@4");
   EXPECT_EQ(tokens("1e"), "number@0<1> identifier@1<e> end of schema@2");
   EXPECT_EQ(tokens("2d"), "number@0<2> identifier@1<d> end of schema@2");
   EXPECT_EQ(tokens("- 1"), "'-'@0 number@2<1> end of schema@3");

@@ -33,16 +33,19 @@ TEST(ClosestMatch, SuggestsPlausibleTypos) {
   EXPECT_EQ(closest_match("ScalarTyp", types), "ScalarType");
   EXPECT_EQ(closest_match("Scalr", types), "Scalar");
   EXPECT_EQ(closest_match("Blob", types), "");
+  // Ties go to the alphabetically first candidate, in whatever order the candidates come.
+  EXPECT_EQ(closest_match("addm", {"addmm", "add"}), "add");
+  EXPECT_EQ(closest_match("addm", {"add", "addmm"}), "add");
   EXPECT_EQ(closest_match("x", {}), "");
 }
 
-TEST(ClosestMatch, LimitGrowsWithLengthAndTiesKeepTheFirst) {
+TEST(ClosestMatch, LimitGrowsWithLengthAndTiesGoToTheAlphabeticallyFirst) {
   // One typo per three characters, at least one.
   EXPECT_EQ(closest_match("ab", {"xy"}), "");
   EXPECT_EQ(closest_match("ab", {"ax"}), "ax");
   EXPECT_EQ(closest_match("abcdef", {"abcxyf"}), "abcxyf");   // 2 edits, limit 2
   EXPECT_EQ(closest_match("abcdef", {"axcxyf"}), "");         // 3 edits
-  EXPECT_EQ(closest_match("cat", {"bat", "cut", "hat"}), "bat");
+  EXPECT_EQ(closest_match("cat", {"hat", "cut", "bat"}), "bat");
   EXPECT_EQ(closest_match("cat", {"hat", "cat"}), "cat");     // exact beats earlier near miss
 }
 

@@ -7,20 +7,28 @@ GOLDEN = "tests/emit/golden"
 ARGS = ["generate", "--policy", "tests/data/policies/mini_all_policies.yaml",
         "--schemas", "tests/data/schemas/mini_native_functions.yaml",
         "--schemas", "tests/data/schemas/custom_ops.yaml", "--name", "mini"]
+# The same policy with autocastgen's own runtime state (`--state autocastgen`).
+OWN_STATE_ARGS = [*ARGS[:-1], "mini_own_state", "--state", "autocastgen"]
 
 
 def run(cli, *extra, check=True):
     return subprocess.run([cli, *ARGS, *extra], capture_output=True, text=True, check=check)
 
 
+def run_own_state(cli, out):
+    subprocess.run([cli, *OWN_STATE_ARGS, "--out", out], capture_output=True, text=True, check=True)
+
+
 def main():
     cli = sys.argv[1]
     if "--update" in sys.argv:
         run(cli, "--out", GOLDEN)
+        run_own_state(cli, GOLDEN)
         print(f"refreshed {GOLDEN}")
         return 0
     with tempfile.TemporaryDirectory() as out:
         run(cli, "--out", out)
+        run_own_state(cli, out)
         failed = False
         for name in sorted(os.listdir(GOLDEN)):
             got, want = os.path.join(out, name), os.path.join(GOLDEN, name)

@@ -1,4 +1,6 @@
 // Runtime policies on real ops: a custom op defined with TORCH_LIBRARY in this test, and aten ops.
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -7,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 #include <torch/library.h>
 
@@ -200,6 +203,44 @@ TEST_F(RuntimePolicy, LoadsAPolicyFile) {
   EXPECT_NE(error.find(bad.string() + ":5:10: error: unknown op 'acg_cpp_test::nope'"), std::string::npos) << error;
   EXPECT_FALSE(has_kernel("acg_cpp_test::probe", "", c10::DispatchKey::AutocastCPU)) << "a bad file registers nothing";
   std::filesystem::remove_all(dir);
+}
+
+// Warnings raised while it lives (TORCH_WARN), instead of printing them.
+class CapturedWarnings : public c10::WarningHandler {
+ public:
+  CapturedWarnings() : guard_(this) {}
+  void process(const c10::Warning& warning) override { messages.push_back(warning.msg()); }
+  std::vector<std::string> messages;
+
+ private:
+  c10::WarningUtils::WarningHandlerGuard guard_;
+};
+
+// The shipped cpu policy's generated library is loaded; a runtime policy replaces its wrapper for
+// one op (logged once), and clearing the runtime policy brings the wrapper back.
+TEST_F(RuntimePolicy, ReplacesAGeneratedWrapperAndLogsItOnce) {
+  ASSERT_NE(dlopen(AUTOCASTGEN_CPU_LIBRARY, RTLD_NOW | RTLD_GLOBAL), nullptr) << dlerror();
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  auto& trace = autocastgen::torch::wrapper_trace();
+  EXPECT_EQ(at::mm(x, y).scalar_type(), at::kBFloat16);
+  EXPECT_STREQ(trace.last_op, "aten::mm") << "the generated wrapper ran";
+  trace.last_op = nullptr;
+  {
+    CapturedWarnings warnings;
+    register_runtime_policy("aten::mm", "fp32", "cpu");
+    register_runtime_policy("aten::mm", "lower_precision_fp", "cpu");
+    register_runtime_policy("aten::mm", "fp32", "cpu");
+    size_t ours = 0;
+    for (const std::string& message : warnings.messages)
+      if (message.find("autocastgen: the runtime policy") != std::string::npos) ++ours;
+    EXPECT_EQ(ours, 1u) << "replacing is logged once per op and key";
+  }
+  EXPECT_EQ(at::mm(x.to(at::kBFloat16), y).scalar_type(), at::kFloat);
+  EXPECT_STREQ(trace.last_op, "aten::mm") << "the runtime-policy kernel ran";
+  autocastgen::clear_runtime_policies();
+  EXPECT_EQ(at::mm(x, y).scalar_type(), at::kBFloat16) << "the generated wrapper is back";
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
 }
 
 }  // namespace

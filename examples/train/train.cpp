@@ -1,14 +1,19 @@
 // Mixed-precision training on CPU: a small conv net trained with bf16 autocast through autocastgen's
 // generated AutocastCPU wrappers, next to the same run in fp32 from the same initial weights.
+// Built twice: with the cpu policy generated for PyTorch's autocast state (turned on as
+// torch.autocast does), and, with AUTOCASTGEN_OWN_STATE, generated with --state autocastgen and
+// turned on by autocastgen::AutocastScope.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 
+#include <autocastgen/runtime/state.h>
 #include <autocastgen/torch/wrapper_support.h>
 
 namespace {
@@ -52,12 +57,19 @@ std::vector<double> train(bool autocast, int steps, const at::Tensor& x, const a
   Params p = init_params();
   std::vector<double> losses;
   for (int step = 0; step < steps; ++step) {
+    if (autocast && step == 0) std::printf("one bf16 autocast step, op by op:\n");
+#ifdef AUTOCASTGEN_OWN_STATE
+    std::optional<autocastgen::AutocastScope> scope;
+    if (autocast) scope.emplace(at::kCPU, at::kBFloat16);
+    at::Tensor loss = loss_of(p, x, y, autocast && step == 0);
+    scope.reset();  // restores the state and clears the cast cache
+#else
     at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
     at::autocast::set_autocast_enabled(at::kCPU, autocast);
-    if (autocast && step == 0) std::printf("one bf16 autocast step, op by op:\n");
     at::Tensor loss = loss_of(p, x, y, autocast && step == 0);
     at::autocast::set_autocast_enabled(at::kCPU, false);
     at::autocast::clear_cache();  // as leaving torch.autocast does
+#endif
     loss.backward();
     {
       at::NoGradGuard no_grad;

@@ -28,6 +28,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "autocastgen/runtime/state.h"
+#include "state_internal.h"
 
 namespace autocastgen {
 namespace {
@@ -103,10 +104,13 @@ DeviceCache& thread_cache(c10::DeviceType device) {
   return caches.at(static_cast<size_t>(device));
 }
 
-// A weight, inside a scope: what autocast may cast once and reuse until the scope ends.
+// A weight, inside a scope: what autocast may cast once and reuse until the scope ends. The
+// tensor's own properties are checked first; they need no thread-local lookup.
 bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType device) {
-  return autocast_nesting(device) > 0 && to == autocast_dtype(device) && tensor.scalar_type() == at::kFloat && tensor.requires_grad() &&
-         tensor.is_leaf() && !tensor.is_view() && is_autocast_cache_enabled(device) && !c10::InferenceMode::is_enabled();
+  if (tensor.scalar_type() != at::kFloat || !tensor.requires_grad() || !tensor.is_leaf() || tensor.is_view()) return false;
+  const DeviceAutocastState& state = detail::thread_device_state(device);
+  const c10::ScalarType lower = state.dtype == c10::ScalarType::Undefined ? default_lower_precision_dtype(device) : state.dtype;
+  return state.nesting > 0 && state.cache_enabled && to == lower && !c10::InferenceMode::is_enabled();
 }
 
 }  // namespace

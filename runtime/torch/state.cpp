@@ -47,10 +47,19 @@ c10::DispatchKey autocast_key(c10::DeviceType device) {
   return *key;
 }
 
+const DeviceAutocastState& thread_device_state(c10::DeviceType device) { return thread_state().device(device); }
+
 }  // namespace detail
 
 c10::ScalarType default_lower_precision_dtype(c10::DeviceType device) {
-  return device == c10::DeviceType::CPU ? c10::ScalarType::BFloat16 : c10::ScalarType::Half;
+  // PyTorch's defaults (the device table of docs/policy-language.md).
+  switch (device) {
+    case c10::DeviceType::CPU:
+    case c10::DeviceType::HPU:
+    case c10::DeviceType::XLA:
+    case c10::DeviceType::MAIA: return c10::ScalarType::BFloat16;
+    default: return c10::ScalarType::Half;
+  }
 }
 
 bool is_autocast_enabled(c10::DeviceType device) { return thread_state().device(device).enabled; }

@@ -6,10 +6,15 @@
 
 #include <string>
 
+#include "autocastgen/runtime/state.h"
+
 namespace autocastgen::detail {
 
 // The autocast dispatch key of `device`; throws c10::Error for a device type that has none.
 c10::DispatchKey autocast_key(c10::DeviceType device);
+
+// This thread's state of `device` in one thread-local lookup (the cast cache's hit path).
+const DeviceAutocastState& thread_device_state(c10::DeviceType device);
 
 }  // namespace autocastgen::detail
 

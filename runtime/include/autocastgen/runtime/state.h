@@ -37,8 +37,8 @@ class AutocastState {
   std::array<DeviceAutocastState, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)> devices_{};
 };
 
-// The lower-precision dtype a device uses when a scope names none: bfloat16 on CPU (as PyTorch),
-// float16 elsewhere.
+// The lower-precision dtype a device uses when no scope names one: PyTorch's default for the
+// device (bfloat16 on CPU, HPU, XLA and MAIA; float16 elsewhere).
 [[nodiscard]] TORCH_API c10::ScalarType default_lower_precision_dtype(c10::DeviceType device);
 
 // This thread's state for `device`.

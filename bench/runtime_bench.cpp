@@ -45,9 +45,7 @@
 #include <autocastgen/runtime/cast_cache.h>
 #include <autocastgen/runtime/state.h>
 #include <autocastgen/torch/wrapper_support.h>
-#if AUTOCASTGEN_BENCH_RUNTIME_POLICY
 #include <autocastgen/runtime/runtime_policy.h>
-#endif
 
 namespace {
 
@@ -296,12 +294,6 @@ std::string part_threads(const Options& o) {
 // ---------------------------------------------------------------------------------------------
 // boxed: the generated (unboxed) wrapper against the runtime-policy boxed kernel, same op.
 
-#if !AUTOCASTGEN_BENCH_RUNTIME_POLICY
-std::string part_boxed(const Options&) {
-  return "{\"skipped\": \"built without runtime policies (autocastgen_runtime_torch had no runtime_policy.cpp "
-         "when CMake ran)\"}";
-}
-#else
 // The shared object a pointer lies in ("" for the heap or the stack).
 std::string object_of(const void* p) {
   Dl_info info{};
@@ -421,7 +413,6 @@ std::string part_boxed(const Options& o) {
   json << "}, \"runtime_kernel\": " << json_string(runtime_kernel) << "}";
   return json.str();
 }
-#endif
 
 int affinity_cpus() {
   cpu_set_t set;

@@ -212,7 +212,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log.outt]}\n",
                   "2:16: error: unknown overload 'log.outt' (overloads: log)"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [add]}\n",
-                  "2:16: error: 'add' has no default overload; write one of: add.Tensor, add.Scalar, or 'add.*'"},
+                  "2:16: error: 'add' has no default overload; write one of: add.Scalar, add.Tensor, or 'add.*'"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [relu_.*]}\n",
                   "2:16: error: 'relu_.*' matches no eligible overload: all 1 overloads of 'relu_' are in-place, out=, mutable "
                   "or without a Tensor input"},

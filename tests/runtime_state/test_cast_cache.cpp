@@ -70,7 +70,7 @@ TEST(CastCache, NothingCachedOutsideAScopeWithTheCacheOffOrInInferenceMode) {
   EXPECT_EQ(cached_cast(at::kBFloat16, w, at::kCPU).scalar_type(), at::kBFloat16);
   EXPECT_EQ(cast_cache_size(at::kCPU), 0u);
   {
-    const AutocastScope scope(at::kCPU, AutocastScope::Options{.cache_enabled = false});
+    const AutocastScope scope(at::kCPU, AutocastScope::Options().without_cache());
     (void)cached_cast(at::kBFloat16, w, at::kCPU);
     EXPECT_EQ(cast_cache_size(at::kCPU), 0u);
   }

@@ -92,7 +92,7 @@ TEST_F(RuntimePolicy, CastsACustomOpOnlyInsideAnEnabledScope) {
     EXPECT_EQ(call_probe(x, y), (std::vector{at::kHalf, at::kHalf}));
     EXPECT_EQ(trace.calls, before + 1);
     EXPECT_STREQ(trace.last_op, "acg_cpp_test::probe");
-    const AutocastScope off(at::kCPU, AutocastScope::Options{.enabled = false});
+    const AutocastScope off(at::kCPU, AutocastScope::Options().disabled());
     EXPECT_EQ(call_probe(x, y), (std::vector{at::kFloat, at::kFloat})) << "disabled scope: untouched";
   }
 }

@@ -59,7 +59,7 @@ TEST(State, NestedScopesInheritAndRestoreTheDtype) {
 TEST(State, DisabledScopeInsideAnEnabledOne) {
   const AutocastScope outer(at::kCPU);
   {
-    const AutocastScope off(at::kCPU, AutocastScope::Options{.enabled = false});
+    const AutocastScope off(at::kCPU, AutocastScope::Options().disabled());
     EXPECT_FALSE(autocastgen::is_autocast_enabled(at::kCPU));
     EXPECT_EQ(autocastgen::autocast_nesting(at::kCPU), 2u);
   }
@@ -70,7 +70,7 @@ TEST(State, DisabledScopeInsideAnEnabledOne) {
 TEST(State, RestoresWhenAnExceptionLeavesTheScope) {
   try {
     const AutocastScope outer(at::kCPU, at::kHalf);
-    const AutocastScope inner(at::kCPU, AutocastScope::Options{.enabled = false, .cache_enabled = false});
+    const AutocastScope inner(at::kCPU, AutocastScope::Options().disabled().without_cache());
     throw std::runtime_error("leaving");
   } catch (const std::runtime_error&) {
   }
@@ -84,7 +84,7 @@ TEST(State, KeepsAnEnclosingTorchAutocastKeyIncluded) {
   at::autocast::set_autocast_enabled(at::kCPU, true);
   {
     const AutocastScope ours(at::kCPU);
-    const AutocastScope off(at::kCPU, AutocastScope::Options{.enabled = false});
+    const AutocastScope off(at::kCPU, AutocastScope::Options().disabled());
     EXPECT_TRUE(cpu_key_included()) << "torch.autocast is still on around the disabled scope";
   }
   EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCPU));
@@ -121,7 +121,7 @@ TEST(State, CapturedStateRunsInTheSubmittersDtype) {
     });
     // The worker has a state of its own, which the task must not see and must get back.
     auto result = std::async(std::launch::async, [&] {
-      const AutocastScope worker_own(at::kCPU, AutocastScope::Options{.dtype = at::kHalf, .enabled = false});
+      const AutocastScope worker_own(at::kCPU, AutocastScope::Options().with_dtype(at::kHalf).disabled());
       const auto seen = task();
       EXPECT_FALSE(autocastgen::is_autocast_enabled(at::kCPU)) << "the worker's own state comes back";
       EXPECT_EQ(autocastgen::autocast_nesting(at::kCPU), 1u);

@@ -59,6 +59,21 @@ class TORCH_API AutocastScope {
     std::optional<c10::ScalarType> dtype;  // default: the enclosing scope's, else the device default
     bool enabled = true;
     bool cache_enabled = true;
+
+    // `Options().disabled().without_cache()`: reads like the designated form
+    // `{.enabled = false, .cache_enabled = false}`, which gcc 12's -Wextra warns about.
+    Options& with_dtype(c10::ScalarType value) {
+      dtype = value;
+      return *this;
+    }
+    Options& disabled() {
+      enabled = false;
+      return *this;
+    }
+    Options& without_cache() {
+      cache_enabled = false;
+      return *this;
+    }
   };
   explicit AutocastScope(c10::DeviceType device) : AutocastScope(device, Options{}) {}
   AutocastScope(c10::DeviceType device, c10::ScalarType dtype) : AutocastScope(device, Options{dtype}) {}

@@ -7,6 +7,8 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include "cast_each.h"
+
 namespace autocastgen::torch {
 
 WrapperTrace& wrapper_trace() {
@@ -16,31 +18,30 @@ WrapperTrace& wrapper_trace() {
 
 bool is_eligible(const at::Tensor& tensor, c10::DeviceType device) { return at::autocast::is_eligible(tensor, device); }
 
+namespace {
+
+// One tensor, through this state's cache.
+at::Tensor cast_one(const at::Tensor& tensor, at::ScalarType to, c10::DeviceType device) {
+  return at::autocast::cached_cast(to, tensor, device);
+}
+
+}  // namespace
+
 std::optional<at::Tensor> cast(const std::optional<at::Tensor>& tensor, at::ScalarType to, c10::DeviceType device) {
-  if (!tensor.has_value()) return std::nullopt;
-  return at::autocast::cached_cast(to, *tensor, device);
+  return detail::cast_optional(tensor, [&](const at::Tensor& t) { return cast_one(t, to, device); });
 }
 
 std::vector<at::Tensor> cast(at::TensorList tensors, at::ScalarType to, c10::DeviceType device) {
-  std::vector<at::Tensor> out;
-  out.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) out.push_back(at::autocast::cached_cast(to, t, device));
-  return out;
+  return detail::cast_each(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
 }
 
 std::vector<at::Tensor> cast(const at::ITensorListRef& tensors, at::ScalarType to, c10::DeviceType device) {
-  std::vector<at::Tensor> out;
-  out.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) out.push_back(at::autocast::cached_cast(to, t, device));
-  return out;
+  return detail::cast_each(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
 }
 
 c10::List<std::optional<at::Tensor>> cast(const c10::List<std::optional<at::Tensor>>& tensors, at::ScalarType to,
                                           c10::DeviceType device) {
-  c10::List<std::optional<at::Tensor>> out;
-  out.reserve(tensors.size());
-  for (const std::optional<at::Tensor>& t : tensors) out.push_back(cast(t, to, device));
-  return out;
+  return detail::cast_each_optional(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
 }
 
 at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {

@@ -66,7 +66,7 @@ DispatchKeyClaim::DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<s
   const std::set<std::string_view> listed(listed_ops.begin(), listed_ops.end());
   std::map<std::string, std::vector<std::string>> unlisted;  // namespace -> `name[.overload]`
   for (const c10::OperatorName& op : c10::Dispatcher::singleton().getRegistrationsForDispatchKey(key)) {
-    const std::string qualified = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+    const std::string qualified = ::autocastgen::detail::qualified_name(op);
     if (listed.count(qualified) || ::autocastgen::detail::has_runtime_policy(qualified, key)) continue;
     const size_t colons = op.name.find("::");
     if (colons == std::string::npos) continue;

@@ -20,7 +20,6 @@
 #include <array>
 #include <functional>
 
-#include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/flat_hash_map.h>
@@ -28,6 +27,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "autocastgen/runtime/state.h"
+#include "autocastgen/torch/wrapper_support.h"
 #include "state_internal.h"
 
 namespace autocastgen {
@@ -86,7 +86,7 @@ class DeviceCache {
   static bool is_dead(const CacheEntry& entry) {
     if (entry.source.expired()) return true;
     const at::Tensor source(entry.source.lock());  // one reference of ours
-    const c10::intrusive_ptr<torch::autograd::Node> accumulator = torch::autograd::impl::try_get_grad_accumulator(source);
+    const c10::intrusive_ptr<::torch::autograd::Node> accumulator = ::torch::autograd::impl::try_get_grad_accumulator(source);
     if (!accumulator) return source.use_count() == 1;
     // The accumulator: ours here plus the edge from our cast's grad_fn; the source: ours here plus
     // the accumulator's. Anything more is a user (or another graph) still holding on.
@@ -109,16 +109,14 @@ DeviceCache& thread_cache(c10::DeviceType device) {
 bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType device) {
   if (tensor.scalar_type() != at::kFloat || !tensor.requires_grad() || !tensor.is_leaf() || tensor.is_view()) return false;
   const DeviceAutocastState& state = detail::thread_device_state(device);
-  const c10::ScalarType lower = state.dtype == c10::ScalarType::Undefined ? default_lower_precision_dtype(device) : state.dtype;
-  return state.nesting > 0 && state.cache_enabled && to == lower && !c10::InferenceMode::is_enabled();
+  // Inside a scope the dtype is always concrete (AutocastScope resolves the default).
+  return state.nesting > 0 && state.cache_enabled && to == state.dtype && !c10::InferenceMode::is_enabled();
 }
 
 }  // namespace
 
-bool is_eligible(const at::Tensor& tensor, c10::DeviceType device) { return at::autocast::is_eligible(tensor, device); }
-
 at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
-  if (!is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
+  if (!torch::is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
   if (!is_cacheable(tensor, to, device)) return tensor.to(to);
   DeviceCache& cache = thread_cache(device);
   const CacheKey key{tensor.unsafeGetTensorImpl(), to};

@@ -57,7 +57,10 @@ ArgKind arg_kind(const c10::Argument& argument) {
 
 // Everything the kernel needs, fixed at registration.
 struct KernelSpec {
-  std::string op;  // `ns::name[.overload]`
+  c10::OperatorHandle handle;
+  std::string ns;           // the op's namespace
+  std::string unqualified;  // `name[.overload]`
+  std::string op;           // `ns::name[.overload]`
   PolicyKind policy;
   c10::DeviceType device;
   c10::DispatchKey key;
@@ -162,15 +165,12 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
 
  private:
   [[nodiscard]] bool first_is_eligible(const c10::Stack& stack, size_t base) const {
-    return !spec_.args.empty() && stack[base].isTensor() && is_eligible(stack[base].toTensor(), spec_.device);
+    return !spec_.args.empty() && stack[base].isTensor() && torch::is_eligible(stack[base].toTensor(), spec_.device);
   }
 
   KernelSpec spec_;
 };
 
-std::string qualified_name(const c10::OperatorName& name) {
-  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-}
 
 std::string namespace_of(std::string_view qualified) {
   const size_t colons = qualified.find("::");
@@ -196,13 +196,13 @@ RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
     if (!handle || !handle->hasSchema()) continue;
     std::ostringstream text;
     text << handle->schema();
-    const uint32_t file = sources.add_buffer(qualified_name(name), text.str());
+    const uint32_t file = sources.add_buffer(detail::qualified_name(name), text.str());
     const size_t errors = diags.diagnostics().size();
     if (std::optional<model::FunctionSchema> schema =
             schema::parse_function_schema(sources.text(file), schema::SchemaSource{sources.start_of(file)}, diags))
       (void)result.schemas.add(std::move(*schema));
     else if (diags.diagnostics().size() > errors)
-      result.unreadable.emplace(qualified_name(name), diags.diagnostics().back().message);
+      result.unreadable.emplace(detail::qualified_name(name), diags.diagnostics().back().message);
   }
   return result;
 }
@@ -216,11 +216,17 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
   const model::OperatorName& name = entry.schema->name();
   const std::string ns = name.ns.empty() ? std::string(model::kDefaultNamespace) : name.ns;
   const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name.name).c_str(), name.overload.c_str());
-  KernelSpec spec;
-  spec.op = ns + "::" + name.unqualified();
-  spec.policy = entry.policy;
-  spec.device = device_type_of(resolved.device);
-  spec.key = c10::parseDispatchKey(resolved.dispatch_key);
+  KernelSpec spec{.handle = handle,
+                  .ns = ns,
+                  .unqualified = name.unqualified(),
+                  .op = ns + "::" + name.unqualified(),
+                  .policy = entry.policy,
+                  .device = device_type_of(resolved.device),
+                  .key = c10::parseDispatchKey(resolved.dispatch_key),
+                  .args = {},
+                  .dtype_arg = std::nullopt,
+                  .redispatch = std::nullopt,
+                  .message = entry.message};
   for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
   if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
     const auto& arguments = handle.schema().arguments();
@@ -231,7 +237,6 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
     const model::OperatorName& sibling = entry.redispatch->name();
     spec.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());
   }
-  spec.message = entry.message;
   return spec;
 }
 
@@ -245,17 +250,13 @@ class Registry {
 
   void install(KernelSpec spec) {
     const std::pair<std::string, c10::DispatchKey> id{spec.op, spec.key};
-    const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow(
-        spec.op.substr(0, spec.op.find('.')).c_str(),
-        spec.op.find('.') == std::string::npos ? "" : spec.op.substr(spec.op.find('.') + 1).c_str());
     std::lock_guard<std::mutex> lock(mutex_);
-    if (handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
+    if (spec.handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
       TORCH_WARN("autocastgen: the runtime policy ", policy::spelling(spec.policy), " for ", spec.op, " on ", spec.key,
                  " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
                  "runtime policy)");
-    const std::string ns = namespace_of(spec.op);
-    const std::string unqualified = spec.op.substr(ns.size() + 2);
-    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, ns, spec.key, __FILE__, __LINE__);
+    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec.ns, spec.key, __FILE__, __LINE__);
+    const std::string unqualified = spec.unqualified;
     library->impl(unqualified.c_str(),
                   ::torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RuntimePolicyKernel>(std::move(spec))));
     // The new kernel is in place before the old registration goes, so no call misses both.
@@ -278,6 +279,15 @@ class Registry {
   std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<::torch::Library>> libraries_;
   std::set<std::pair<std::string, c10::DispatchKey>> logged_;
 };
+
+// Installs every entry of a resolved policy; all are looked up before the first is installed, so
+// a failed lookup registers nothing. Returns the number installed.
+size_t install(const policy::ResolvedPolicy& resolved) {
+  std::vector<KernelSpec> specs;
+  for (const policy::ResolvedEntry& entry : resolved.entries) specs.push_back(kernel_spec(entry, resolved));
+  for (KernelSpec& spec : specs) Registry::get().install(std::move(spec));
+  return specs.size();
+}
 
 // Diagnostics of a single call name no file: just `error: message`.
 std::string without_location(const DiagnosticEngine& diags) {
@@ -323,7 +333,7 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
   }
   const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(chain, registered.schemas, diags);
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
-  for (const policy::ResolvedEntry& resolved_entry : resolved->entries) Registry::get().install(kernel_spec(resolved_entry, *resolved));
+  (void)install(*resolved);
 }
 
 size_t load_runtime_policy_file(const std::string& path) {
@@ -336,11 +346,7 @@ size_t load_runtime_policy_file(const std::string& path) {
   const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
   const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(*chain, registered.schemas, diags);
   TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
-  // Every entry is checked before the first is installed: a bad file registers nothing.
-  std::vector<KernelSpec> specs;
-  for (const policy::ResolvedEntry& entry : resolved->entries) specs.push_back(kernel_spec(entry, *resolved));
-  for (KernelSpec& spec : specs) Registry::get().install(std::move(spec));
-  return specs.size();
+  return install(*resolved);
 }
 
 void clear_runtime_policies() { Registry::get().clear(); }

@@ -1,11 +1,15 @@
 // autocastgen's own thread-local autocast state, AutocastScope and the worker-thread guard.
 #include "autocastgen/runtime/state.h"
 
+#include <array>
+#include <string>
+
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include "autocastgen/runtime/cast_cache.h"
+#include "policy/policy.h"
 #include "state_internal.h"
 
 namespace autocastgen {
@@ -14,21 +18,10 @@ namespace {
 constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 static_assert(kDeviceTypes <= 64, "AutocastStateGuard keeps one bit per device type");
 
-// The device types that have an autocast dispatch key (the ones PyTorch's at::autocast knows).
+// The device types that have an autocast dispatch key: the ones PyTorch's at::autocast knows.
 std::optional<c10::DispatchKey> find_autocast_key(c10::DeviceType device) {
-  switch (device) {
-    case c10::DeviceType::CPU: return c10::DispatchKey::AutocastCPU;
-    case c10::DeviceType::CUDA: return c10::DispatchKey::AutocastCUDA;
-    case c10::DeviceType::MTIA: return c10::DispatchKey::AutocastMTIA;
-    case c10::DeviceType::MAIA: return c10::DispatchKey::AutocastMAIA;
-    case c10::DeviceType::XPU: return c10::DispatchKey::AutocastXPU;
-    case c10::DeviceType::IPU: return c10::DispatchKey::AutocastIPU;
-    case c10::DeviceType::HPU: return c10::DispatchKey::AutocastHPU;
-    case c10::DeviceType::XLA: return c10::DispatchKey::AutocastXLA;
-    case c10::DeviceType::MPS: return c10::DispatchKey::AutocastMPS;
-    case c10::DeviceType::PrivateUse1: return c10::DispatchKey::AutocastPrivateUse1;
-    default: return std::nullopt;
-  }
+  if (!at::autocast::is_autocast_available(device)) return std::nullopt;
+  return at::autocast::get_autocast_dispatch_key_from_device_type(device);
 }
 
 AutocastState& thread_state() {
@@ -49,17 +42,26 @@ c10::DispatchKey autocast_key(c10::DeviceType device) {
 
 const DeviceAutocastState& thread_device_state(c10::DeviceType device) { return thread_state().device(device); }
 
+std::string qualified_name(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
 }  // namespace detail
 
 c10::ScalarType default_lower_precision_dtype(c10::DeviceType device) {
-  // PyTorch's defaults (the device table of docs/policy-language.md).
-  switch (device) {
-    case c10::DeviceType::CPU:
-    case c10::DeviceType::HPU:
-    case c10::DeviceType::XLA:
-    case c10::DeviceType::MAIA: return c10::ScalarType::BFloat16;
-    default: return c10::ScalarType::Half;
-  }
+  // PyTorch's defaults, from the policy language's device table (one table for CLI and runtime),
+  // looked up once per device type.
+  static const std::array<c10::ScalarType, kDeviceTypes> defaults = [] {
+    std::array<c10::ScalarType, kDeviceTypes> table;
+    table.fill(c10::ScalarType::Half);
+    for (size_t i = 0; i < kDeviceTypes; ++i) {
+      const std::string name = c10::DeviceTypeName(static_cast<c10::DeviceType>(i), /*lower_case=*/true);
+      for (const policy::DeviceInfo& info : policy::autocast_devices())
+        if (info.device == name && info.default_dtype == "bfloat16") table[i] = c10::ScalarType::BFloat16;
+    }
+    return table;
+  }();
+  return defaults.at(static_cast<size_t>(device));
 }
 
 bool is_autocast_enabled(c10::DeviceType device) { return thread_state().device(device).enabled; }
@@ -82,7 +84,9 @@ AutocastScope::AutocastScope(c10::DeviceType device, Options options) : device_(
   previous_ = state;
   previous_key_excluded_ = c10::impl::tls_is_dispatch_key_excluded(key);
   state.enabled = options.enabled;
+  // Resolved here, so that the cache's hit path finds a concrete dtype inside every scope.
   if (options.dtype.has_value()) state.dtype = *options.dtype;
+  else if (state.dtype == c10::ScalarType::Undefined) state.dtype = default_lower_precision_dtype(device);
   state.cache_enabled = options.cache_enabled;
   ++state.nesting;
   // A disabled scope leaves the key alone: an enclosing torch.autocast may still need it, and the

@@ -3,6 +3,7 @@
 
 #include <c10/core/DeviceType.h>
 #include <c10/core/DispatchKey.h>
+#include <ATen/core/operator_name.h>
 
 #include <string>
 
@@ -19,6 +20,9 @@ const DeviceAutocastState& thread_device_state(c10::DeviceType device);
 }  // namespace autocastgen::detail
 
 namespace autocastgen::detail {
+
+// `ns::name[.overload]`, as runtime policies and key claims name an op.
+std::string qualified_name(const c10::OperatorName& name);
 
 // Whether `qualified` (`ns::name[.overload]`) has a runtime policy on `key` (runtime_policy.cpp).
 bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key);

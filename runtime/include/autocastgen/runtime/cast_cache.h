@@ -10,10 +10,8 @@
 
 namespace autocastgen {
 
-// Note [eligible argument]: defined, floating point, on `device`, not float64.
-[[nodiscard]] TORCH_API bool is_eligible(const at::Tensor& tensor, c10::DeviceType device);
-
-// `tensor` cast to `to` when it is eligible, else `tensor` itself. A float32 leaf that requires
+// `tensor` cast to `to` when it is eligible (Note [eligible argument], wrapper_support.h), else
+// `tensor` itself. A float32 leaf that requires
 // grad (a weight) cast to this thread's lower-precision dtype for `device` is cached while the
 // device's outermost AutocastScope lasts (not in inference mode, not with the cache disabled).
 [[nodiscard]] TORCH_API at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device);

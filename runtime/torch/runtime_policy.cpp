@@ -133,9 +133,10 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
     TORCH_CHECK(op.schema().arguments().size() == spec_.args.size(), "autocastgen: the runtime policy for ", spec_.op,
                 " was registered for another schema of it (", spec_.args.size(), " arguments, now ",
                 op.schema().arguments().size(), "); register the policy again");
-    const bool ours = autocast_nesting(spec_.device) > 0;
+    const DeviceAutocastState& state = detail::thread_device_state(spec_.device);
+    const bool ours = state.nesting > 0;
     const torch::WrapperScope scope(spec_.key, spec_.op.c_str());
-    if (ours && !is_autocast_enabled(spec_.device)) return op.callBoxed(stack);
+    if (ours && !state.enabled) return op.callBoxed(stack);
     const Caster caster{ours, spec_.device};
     const size_t base = stack->size() - spec_.args.size();
     switch (spec_.policy) {

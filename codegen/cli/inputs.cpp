@@ -4,6 +4,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -56,8 +58,53 @@ std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceMana
   return file;
 }
 
-std::optional<model::SchemaSet> load_schemas(const std::vector<std::filesystem::path>& paths, SourceManager& sources,
-                                             DiagnosticEngine& diags, std::vector<uint32_t>* loaded) {
+std::optional<DetectedRelease> release_of_schema_file(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::weakly_canonical(path, ec).parent_path();
+  for (; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    if (dir.filename() != "torchgen") continue;
+    // An installed torch keeps torch/version.py beside torchgen/; the release cache a version.txt.
+    for (const fs::path& evidence : {dir.parent_path() / "torch" / "version.py", dir.parent_path() / "version.txt"}) {
+      std::ifstream in(evidence);
+      std::string line;
+      while (in && std::getline(in, line)) {
+        std::string_view text = line;
+        if (evidence.filename() == "version.py") {
+          if (!text.starts_with("__version__")) continue;
+          text.remove_prefix(text.find('=') == std::string_view::npos ? text.size() : text.find('=') + 1);
+        }
+        if (auto version = model::TorchVersion::parse_reported(text)) return DetectedRelease{*version, evidence};
+      }
+    }
+    break;
+  }
+  return std::nullopt;
+}
+
+void add_schema_options(CLI::App& verb, std::vector<std::filesystem::path>& schemas, std::string& torch_version) {
+  verb.add_option("--schemas", schemas, "Op-schema files (native_functions.yaml format); default: the installed PyTorch's")
+      ->check(CLI::ExistingFile);
+  verb.add_option("--torch-version", torch_version,
+                  "The PyTorch release the schemas belong to (X.Y or X.Y.Z); default: found beside the schema file, else "
+                  "the installed torch's");
+}
+
+std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem::path>& paths, const std::string& torch_version,
+                                               SourceManager& sources, DiagnosticEngine& diags) {
+  std::optional<model::TorchVersion> requested;
+  if (!torch_version.empty()) {
+    requested = model::TorchVersion::parse(torch_version);
+    if (!requested) {
+      diags.error({}, fmt::format("--torch-version '{}' is not a release number; write X.Y or X.Y.Z, e.g. 2.11", torch_version));
+      return std::nullopt;
+    }
+    if (!model::is_supported_release(*requested)) {
+      diags.error({}, fmt::format("--torch-version {}: not a release autocastgen supports ({} and 2.0 to {})", torch_version,
+                                  model::kOldestCodegenRelease.str(), model::kNewestRelease.str()));
+      return std::nullopt;
+    }
+  }
   std::vector<std::filesystem::path> inputs = paths;
   if (inputs.empty()) {
     std::string why_not;
@@ -68,12 +115,43 @@ std::optional<model::SchemaSet> load_schemas(const std::vector<std::filesystem::
     }
     inputs.push_back(*installed);
   }
-  std::vector<uint32_t> files;
+  // The release the files themselves belong to, when they lie in a torch package or the cache.
+  std::optional<DetectedRelease> detected;
+  std::filesystem::path detected_from;
+  for (const auto& path : inputs) {
+    std::optional<DetectedRelease> found = release_of_schema_file(path);
+    if (!found) continue;
+    if (detected && !(detected->version == found->version)) {
+      diags.error({}, fmt::format("the schema files belong to different PyTorch releases: '{}' to {} (read from '{}'), '{}' to {} "
+                                  "(read from '{}')",
+                                  detected_from.string(), detected->version.str(), detected->evidence.string(), path.string(),
+                                  found->version.str(), found->evidence.string()));
+      return std::nullopt;
+    }
+    detected = found;
+    detected_from = path;
+  }
+  if (requested && detected && !(*requested == detected->version)) {
+    diags.error({}, fmt::format("--torch-version {} does not match the schemas: '{}' belongs to PyTorch {} (read from '{}')",
+                                torch_version, detected_from.string(), detected->version.str(), detected->evidence.string()));
+    return std::nullopt;
+  }
+
+  SchemaInputs result;
+  result.torch_version = requested ? requested : detected ? std::optional(detected->version) : std::nullopt;
+  if (!result.torch_version) {
+    // Schema files outside any torch package (a backend's own ops): the installed torch's release.
+    std::string why_not;
+    if (std::optional<std::filesystem::path> installed = installed_native_functions(why_not))
+      if (std::optional<DetectedRelease> found = release_of_schema_file(*installed)) result.torch_version = found->version;
+  }
   for (const auto& path : inputs)
-    if (auto file = read_input(path, sources, diags)) files.push_back(*file);
+    if (auto file = read_input(path, sources, diags)) result.files.push_back(*file);
   if (diags.has_errors()) return std::nullopt;
-  if (loaded) *loaded = files;
-  return schema::load_schema_files(files, sources, diags);
+  std::optional<model::SchemaSet> schemas = schema::load_schema_files(result.files, sources, diags);
+  if (!schemas) return std::nullopt;
+  result.schemas = std::move(*schemas);
+  return result;
 }
 
 }  // namespace autocastgen::cli

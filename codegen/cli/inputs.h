@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "model/schema_set.h"
+#include "model/torch_version.h"
+#include "policy/resolver.h"
 #include "support/diagnostics.h"
 
 namespace autocastgen::cli {
@@ -15,11 +19,31 @@ namespace autocastgen::cli {
 // at build time, else asks the Python interpreter where torchgen lives. Sets `why_not` on failure.
 [[nodiscard]] std::optional<std::filesystem::path> installed_native_functions(std::string& why_not);
 
-// Loads `paths` (or the installed file when empty) into `sources`; reports problems to `diags`.
-// When `files` is given it receives the buffer ids of the schema files, in order.
-[[nodiscard]] std::optional<model::SchemaSet> load_schemas(const std::vector<std::filesystem::path>& paths,
-                                                           SourceManager& sources, DiagnosticEngine& diags,
-                                                           std::vector<uint32_t>* files = nullptr);
+// The release a schema file belongs to, read from the torch package (site-packages/torch/version.py)
+// or release cache folder (version.txt, scripts/torch-releases) whose torchgen/ holds it.
+struct DetectedRelease {
+  model::TorchVersion version;
+  std::filesystem::path evidence;  // the file the version was read from
+};
+[[nodiscard]] std::optional<DetectedRelease> release_of_schema_file(const std::filesystem::path& path);
+
+// The op schemas a verb reads, and the PyTorch release they are taken to be.
+struct SchemaInputs {
+  model::SchemaSet schemas;
+  std::vector<uint32_t> files;                       // buffer ids of the schema files, in order
+  std::optional<model::TorchVersion> torch_version;  // nullopt: no --torch-version and none found
+  [[nodiscard]] policy::ResolveTarget target() const { return {torch_version}; }
+};
+
+// Adds `--schemas FILE...` and `--torch-version X.Y[.Z]` to a verb.
+void add_schema_options(CLI::App& verb, std::vector<std::filesystem::path>& schemas, std::string& torch_version);
+
+// Loads `paths` (or the installed file when empty) into `sources` and settles the target release:
+// `torch_version` when given (checked against the release the files are found in), else the
+// release of the files, else the installed torch's. Reports problems to `diags`.
+[[nodiscard]] std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem::path>& paths,
+                                                             const std::string& torch_version, SourceManager& sources,
+                                                             DiagnosticEngine& diags);
 
 // Reads one file into `sources`, reporting an unreadable file as an error.
 [[nodiscard]] std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceManager& sources,

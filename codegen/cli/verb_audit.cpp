@@ -23,6 +23,7 @@ namespace fs = std::filesystem;
 struct CoverageOptions {
   fs::path policy;
   std::vector<fs::path> schemas;
+  std::string torch_version;
   std::string format = "md";
 };
 
@@ -30,6 +31,7 @@ struct DiffOptions {
   fs::path a;
   fs::path b;
   std::vector<fs::path> schemas;
+  std::vector<std::string> torch_versions;
   std::vector<std::string> keys;
   fs::path build_dir;
   std::string format = "md";
@@ -50,10 +52,11 @@ std::vector<std::string> schema_names(const SourceManager& sources, const std::v
 int run_coverage(const CoverageOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
-  std::vector<uint32_t> schema_files;
-  std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags, &schema_files);
-  if (!schemas) return finish_with_errors(diags);
-  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags);
+  std::optional<SchemaInputs> inputs = load_schema_inputs(options.schemas, options.torch_version, sources, diags);
+  if (!inputs) return finish_with_errors(diags);
+  const model::SchemaSet* schemas = &inputs->schemas;
+  const std::vector<uint32_t>& schema_files = inputs->files;
+  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags, inputs->target());
   if (!resolved || diags.has_errors()) return finish_with_errors(diags);
   const audit::PolicySnapshot snapshot = audit::snapshot_of(*resolved, audit::display_path(options.policy));
   const audit::CoverageReport report = audit::compute_coverage(snapshot, *schemas, schema_names(sources, schema_files));
@@ -64,7 +67,8 @@ int run_coverage(const CoverageOptions& options) {
 
 // Reads one side of a diff, whatever kind of file it is.
 std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::string& key, const DiffOptions& options,
-                                               const model::SchemaSet& schemas, SourceManager& sources, DiagnosticEngine& diags) {
+                                               const SchemaInputs& inputs, SourceManager& sources, DiagnosticEngine& diags) {
+  const model::SchemaSet& schemas = inputs.schemas;
   const std::optional<audit::InputKind> kind = audit::input_kind(path);
   if (!kind) {
     std::optional<uint32_t> file = read_input(path, sources, diags);
@@ -77,7 +81,7 @@ std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::
   }
   switch (*kind) {
     case audit::InputKind::policy: {
-      std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(path, schemas, sources, diags);
+      std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(path, schemas, sources, diags, inputs.target());
       if (!resolved) return std::nullopt;
       return audit::snapshot_of(*resolved, audit::display_path(path));
     }
@@ -128,25 +132,33 @@ std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::
 int run_diff(const DiffOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
-  if (options.schemas.size() > 2 || options.keys.size() > 2) {
+  if (options.schemas.size() > 2 || options.keys.size() > 2 || options.torch_versions.size() > 2) {
     diags.error({}, fmt::format("--{} may be given once (for both inputs) or twice (for A, then B)",
-                                options.schemas.size() > 2 ? "schemas" : "key"));
+                                options.schemas.size() > 2 ? "schemas" : options.keys.size() > 2 ? "key" : "torch-version"));
     return finish_with_errors(diags);
   }
-  std::optional<model::SchemaSet> schemas_a = load_schemas(options.schemas.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{options.schemas.front()},
-                                                           sources, diags);
-  if (!schemas_a) return finish_with_errors(diags);
-  std::optional<model::SchemaSet> schemas_b;
-  if (options.schemas.size() == 2) {
-    schemas_b = load_schemas({options.schemas.back()}, sources, diags);
-    if (!schemas_b) return finish_with_errors(diags);
+  auto side = [](const auto& values, bool second) {
+    using Value = typename std::decay_t<decltype(values)>::value_type;
+    return values.empty() ? Value{} : second ? values.back() : values.front();
+  };
+  std::optional<SchemaInputs> inputs_a = load_schema_inputs(
+      options.schemas.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{options.schemas.front()},
+      side(options.torch_versions, false), sources, diags);
+  if (!inputs_a) return finish_with_errors(diags);
+  std::optional<SchemaInputs> inputs_b;
+  if (options.schemas.size() == 2 || options.torch_versions.size() == 2) {
+    inputs_b = load_schema_inputs(options.schemas.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{options.schemas.back()},
+                                  side(options.torch_versions, true), sources, diags);
+    if (!inputs_b) return finish_with_errors(diags);
   }
-  const model::SchemaSet& sb = schemas_b ? *schemas_b : *schemas_a;
+  const SchemaInputs& in_b = inputs_b ? *inputs_b : *inputs_a;
+  const model::SchemaSet* schemas_a = &inputs_a->schemas;
+  const model::SchemaSet& sb = in_b.schemas;
   const std::string key_a = options.keys.empty() ? "" : options.keys.front();
   const std::string key_b = options.keys.empty() ? "" : options.keys.back();
   // Both sides are read even when the first fails, so one run reports every problem.
-  std::optional<audit::PolicySnapshot> a = read_side(options.a, key_a, options, *schemas_a, sources, diags);
-  std::optional<audit::PolicySnapshot> b = read_side(options.b, key_b, options, sb, sources, diags);
+  std::optional<audit::PolicySnapshot> a = read_side(options.a, key_a, options, *inputs_a, sources, diags);
+  std::optional<audit::PolicySnapshot> b = read_side(options.b, key_b, options, in_b, sources, diags);
   if (!a || !b || diags.has_errors()) return finish_with_errors(diags);
 
   const audit::PolicyDiff diff = audit::diff_policies({&*a, &*schemas_a}, {&*b, &sb});
@@ -175,8 +187,7 @@ VerbRunner add_audit_verb(CLI::App& app) {
   auto coverage = std::make_shared<CoverageOptions>();
   CLI::App* cov = verb->add_subcommand("coverage", "Counts, every listed overload, and the eligible ops no list covers, by family");
   cov->add_option("--policy", coverage->policy, "Policy YAML file")->required();
-  cov->add_option("--schemas", coverage->schemas, "Op-schema files; default: the installed PyTorch's native_functions.yaml")
-      ->check(CLI::ExistingFile);
+  add_schema_options(*cov, coverage->schemas, coverage->torch_version);
   cov->add_option("--format", coverage->format, "md (Markdown) or json")->check(CLI::IsMember({"md", "json"}))->default_val("md");
 
   auto diff = std::make_shared<DiffOptions>();
@@ -184,6 +195,9 @@ VerbRunner add_audit_verb(CLI::App& app) {
   dif->add_option("A", diff->a, "The old side: a policy (.yaml), a manifest (.json) or C++ registrations")->required();
   dif->add_option("B", diff->b, "The new side")->required();
   dif->add_option("--schemas", diff->schemas, "Op-schema file: once for both sides, or twice (A's, then B's)")->check(CLI::ExistingFile);
+  dif->add_option("--torch-version", diff->torch_versions,
+                  "The PyTorch release of the schemas: once for both sides, or twice (A's, then B's); default: found beside "
+                  "each schema file, else the installed torch's");
   dif->add_option("--key", diff->keys, "For C++ inputs registering several keys: the dispatch key to compare (once, or A's then B's)");
   dif->add_option("-p,--build-dir", diff->build_dir, "compile_commands.json directory for C++ inputs")->check(CLI::ExistingDirectory);
   dif->add_option("--format", diff->format, "md (Markdown) or json")->check(CLI::IsMember({"md", "json"}))->default_val("md");

@@ -16,6 +16,7 @@ namespace {
 struct CheckOptions {
   std::filesystem::path policy;
   std::vector<std::filesystem::path> schemas;
+  std::string torch_version;
   std::string format = "text";
 };
 
@@ -27,6 +28,7 @@ std::string location_text(const SourceManager& sources, SourceLocation loc) {
 nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
   nlohmann::ordered_json out;
   out["policy"] = sources.name(resolved.files.front());
+  out["torch_version"] = resolved.torch_version ? nlohmann::ordered_json(resolved.torch_version->str()) : nlohmann::ordered_json();
   out["device"] = resolved.device;
   out["dispatch_key"] = resolved.dispatch_key;
   out["lower_precision"] = resolved.lower_precision;
@@ -46,15 +48,29 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
     e["source"] = location_text(sources, entry.location);
     out["entries"].push_back(std::move(e));
   }
+  // Note [release gates]: what the target release left out, and why.
+  out["skipped"] = nlohmann::ordered_json::array();
+  for (const policy::SkippedEntry& skipped : resolved.skipped) {
+    nlohmann::ordered_json e;
+    e["op"] = skipped.op;
+    e["list"] = skipped.policy ? std::string(policy::spelling(*skipped.policy)) : std::string("remove");
+    if (skipped.gate.since) e["since"] = skipped.gate.since->str();
+    if (skipped.gate.until) e["until"] = skipped.gate.until->str();
+    e["reason"] = skipped.reason;
+    e["source"] = location_text(sources, skipped.location);
+    out["skipped"].push_back(std::move(e));
+  }
   return out;
 }
 
 std::string summary(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
   std::vector<std::string> counts;
   for (policy::PolicyKind kind : policy::kAllPolicies) counts.push_back(fmt::format("{} {}", resolved.count(kind), policy::spelling(kind)));
-  return fmt::format("{}: ok: device {} ({}, lower precision {}): {}; {} overloads\n", sources.name(resolved.files.front()),
-                     resolved.device, resolved.dispatch_key, fmt::join(resolved.lower_precision, "/"), fmt::join(counts, ", "),
-                     resolved.entries.size());
+  const std::string release = resolved.torch_version ? " for PyTorch " + resolved.torch_version->str() : "";
+  const std::string skipped = resolved.skipped.empty() ? "" : fmt::format(" ({} entries skipped by release gates)", resolved.skipped.size());
+  return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}\n", sources.name(resolved.files.front()),
+                     release, resolved.device, resolved.dispatch_key, fmt::join(resolved.lower_precision, "/"),
+                     fmt::join(counts, ", "), resolved.entries.size(), skipped);
 }
 
 }  // namespace
@@ -63,17 +79,16 @@ VerbRunner add_check_verb(CLI::App& app) {
   auto options = std::make_shared<CheckOptions>();
   CLI::App* verb = app.add_subcommand("check", "Check a policy against the op schemas and summarise it");
   verb->add_option("--policy", options->policy, "Policy YAML file")->required();
-  verb->add_option("--schemas", options->schemas,
-                   "Op-schema files (native_functions.yaml format); default: the installed PyTorch's")
-      ->check(CLI::ExistingFile);
+  add_schema_options(*verb, options->schemas, options->torch_version);
   verb->add_option("--format", options->format, "text: a one-line summary; json: the full resolved list")
       ->check(CLI::IsMember({"text", "json"}));
   return [options] {
     SourceManager sources;
     DiagnosticEngine diags(sources, std::cerr);
-    std::optional<model::SchemaSet> schemas = load_schemas(options->schemas, sources, diags);
-    if (!schemas) return 1;
-    std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options->policy, *schemas, sources, diags);
+    std::optional<SchemaInputs> inputs = load_schema_inputs(options->schemas, options->torch_version, sources, diags);
+    if (!inputs) return 1;
+    std::optional<policy::ResolvedPolicy> resolved =
+        policy::load_policy(options->policy, inputs->schemas, sources, diags, inputs->target());
     if (!resolved || diags.has_errors()) {
       std::cerr << fmt::format("{}: {} error{} generated.\n", options->policy.string(), diags.error_count(),
                                diags.error_count() == 1 ? "" : "s");

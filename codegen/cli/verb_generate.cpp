@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 struct GenerateOptions {
   fs::path policy;
   std::vector<fs::path> schemas;
+  std::string torch_version;
   std::string target = "torch";
   fs::path out;
   fs::path templates;
@@ -35,10 +36,11 @@ struct GenerateOptions {
 int run(const GenerateOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
-  std::vector<uint32_t> schema_files;
-  std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags, &schema_files);
-  if (!schemas) return 1;
-  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags);
+  std::optional<SchemaInputs> inputs = load_schema_inputs(options.schemas, options.torch_version, sources, diags);
+  if (!inputs) return 1;
+  const model::SchemaSet* schemas = &inputs->schemas;
+  const std::vector<uint32_t>& schema_files = inputs->files;
+  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags, inputs->target());
   if (!resolved || diags.has_errors()) return 1;
   if (!options.dispatch_key.empty()) resolved->dispatch_key = options.dispatch_key;
 
@@ -51,6 +53,7 @@ int run(const GenerateOptions& options) {
   target_options.name = options.name.empty() ? options.policy.stem().string() : options.name;
   target_options.state = options.state;
   target_options.fallthrough = !options.no_fallthrough;
+  target_options.torch_version = inputs->torch_version;
   std::vector<fs::path> dependencies;
   auto add_input = [&](uint32_t file, bool on_disk) {
     target_options.inputs.push_back({on_disk ? display_path(sources.name(file)) : sources.name(file), sha256_hex(sources.text(file))});
@@ -92,8 +95,7 @@ VerbRunner add_generate_verb(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* verb = app.add_subcommand("generate", "Generate autocast wrappers and a manifest from a policy");
   verb->add_option("--policy", options->policy, "Policy YAML file")->required();
-  verb->add_option("--schemas", options->schemas, "Op-schema files; default: the installed PyTorch's native_functions.yaml")
-      ->check(CLI::ExistingFile);
+  add_schema_options(*verb, options->schemas, options->torch_version);
   verb->add_option("--target", options->target, "Code generation target")->check(CLI::IsMember({"torch"}))->default_val("torch");
   verb->add_option("--out", options->out, "Output directory")->required();
   verb->add_option("--templates", options->templates, "Directory of *.mustache templates replacing the built-in ones")

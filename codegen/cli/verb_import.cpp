@@ -29,6 +29,7 @@ struct ImportVerbOptions {
   fs::path build_dir;
   fs::path out = ".";
   std::vector<fs::path> schemas;
+  std::string torch_version;
 };
 
 #if AUTOCASTGEN_HAVE_IMPORTER
@@ -43,8 +44,9 @@ int run(const ImportVerbOptions& options) {
     diags.error({}, "no C++ files to import");
     return 1;
   }
-  std::optional<model::SchemaSet> schemas = load_schemas(options.schemas, sources, diags);
-  if (!schemas) return 1;
+  std::optional<SchemaInputs> inputs = load_schema_inputs(options.schemas, options.torch_version, sources, diags);
+  if (!inputs) return 1;
+  const model::SchemaSet* schemas = &inputs->schemas;
   const import::ImporterApi* importer = import::load_importer(diags);
   if (!importer) return 1;
   std::optional<std::vector<audit::PolicySnapshot>> imported =
@@ -66,7 +68,8 @@ int run(const ImportVerbOptions& options) {
     const std::string path = snapshot.device + ".yaml";
     const uint32_t buffer = sources.add_buffer((options.out / path).string(), text);
     std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, buffer, diags);
-    std::optional<policy::ResolvedPolicy> resolved = parsed ? policy::resolve_policy({*parsed}, *schemas, diags) : std::nullopt;
+    std::optional<policy::ResolvedPolicy> resolved =
+        parsed ? policy::resolve_policy({*parsed}, *schemas, diags, inputs->target()) : std::nullopt;
     const audit::PolicySnapshot back = resolved ? audit::snapshot_of(*resolved, path) : audit::PolicySnapshot{};
     const audit::PolicyDiff diff = audit::diff_policies({&snapshot, &*schemas}, {&back, &*schemas});
     if (!resolved || !diff.added.empty() || !diff.removed.empty() || !diff.changed.empty())
@@ -125,8 +128,7 @@ VerbRunner add_import_verb(CLI::App& app) {
   verb->add_option("-p,--build-dir", options->build_dir, "Directory of compile_commands.json; default: compile with the installed PyTorch's headers")
       ->check(CLI::ExistingDirectory);
   verb->add_option("-o,--out", options->out, "Output directory for <device>.yaml files")->default_val(".");
-  verb->add_option("--schemas", options->schemas, "Op-schema files; default: the installed PyTorch's native_functions.yaml")
-      ->check(CLI::ExistingFile);
+  add_schema_options(*verb, options->schemas, options->torch_version);
   verb->footer("Everything after `--` is passed to the compiler, e.g. -- -DMY_BACKEND -I/opt/backend/include");
   return [options] { return run(*options); };
 }

@@ -9,17 +9,20 @@
 namespace autocastgen::cli {
 
 VerbRunner add_schema_verb(CLI::App& app) {
-  auto files = std::make_shared<std::vector<std::filesystem::path>>();
+  struct Options {
+    std::vector<std::filesystem::path> schemas;
+    std::string torch_version;
+  };
+  auto options = std::make_shared<Options>();
   CLI::App* verb = app.add_subcommand("schema", "Print every op schema in canonical form with its kind");
-  verb->add_option("--schemas", *files,
-                   "Op-schema files (native_functions.yaml format); default: the installed PyTorch's")
-      ->check(CLI::ExistingFile);
+  add_schema_options(*verb, options->schemas, options->torch_version);
   verb->footer("Output: one line per `func:` entry, `<canonical schema>\\t<functional|inplace|out|mutable|scratch>`.");
-  return [files] {
+  return [options] {
     SourceManager sources;
     DiagnosticEngine diags(sources, std::cerr);
-    std::optional<model::SchemaSet> set = load_schemas(*files, sources, diags);
-    if (!set) return 1;
+    std::optional<SchemaInputs> inputs = load_schema_inputs(options->schemas, options->torch_version, sources, diags);
+    if (!inputs) return 1;
+    const model::SchemaSet* set = &inputs->schemas;
     std::string out;
     out.reserve(set->schemas().size() * 96);
     for (const model::FunctionSchema& schema : set->schemas()) {

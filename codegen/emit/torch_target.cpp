@@ -167,6 +167,14 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
 
 std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + identifier(name); }
 
+namespace {
+// `autocastgen 0.1.0 for PyTorch 2.15.0`: who made the file, for which release.
+std::string generated_by(const TorchTargetOptions& options) {
+  return options.torch_version ? fmt::format("autocastgen {} for PyTorch {}", AUTOCASTGEN_VERSION, options.torch_version->str())
+                               : fmt::format("autocastgen {}", AUTOCASTGEN_VERSION);
+}
+}  // namespace
+
 std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaSet& schemas, const policy::ResolvedPolicy& policy,
                                                             const TorchTargetOptions& options,
                                                             const TemplateSet& templates, DiagnosticEngine& diags) {
@@ -202,7 +210,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     i.set("sha256", input.sha256);
     inputs << i;
   }
-  data.set("generated_by", fmt::format("autocastgen {}", AUTOCASTGEN_VERSION));
+  data.set("generated_by", generated_by(options));
   data.set("input_digests", fmt::format("{}", fmt::join(digests, " ")));
   data.set("inputs", inputs);
   data.set("device", policy.device);
@@ -240,7 +248,8 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
 
 nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, const TorchTargetOptions& options) {
   nlohmann::ordered_json m;
-  m["generated_by"] = fmt::format("autocastgen {}", AUTOCASTGEN_VERSION);
+  m["generated_by"] = generated_by(options);
+  m["torch_version"] = options.torch_version ? nlohmann::ordered_json(options.torch_version->str()) : nlohmann::ordered_json();
   m["target"] = "torch";
   m["state"] = options.state;
   m["device"] = policy.device;

@@ -10,6 +10,7 @@
 
 #include "emit/templates.h"
 #include "model/schema_set.h"
+#include "model/torch_version.h"
 #include "policy/policy.h"
 
 namespace autocastgen::emit {
@@ -23,6 +24,7 @@ struct TorchTargetOptions {
   std::string name;              // names the outputs (`autocast_<name>.cpp`) and the C++ namespace
   std::string state = "torch";   // whose autocast state drives the wrappers
   bool fallthrough = true;       // register the fallthrough fallback for the key (when none exists)
+  std::optional<model::TorchVersion> torch_version;  // the release generated for (@generated line, manifest)
   std::vector<InputDigest> inputs;
 };
 

@@ -23,6 +23,13 @@ std::optional<PolicyKind> parse_policy_kind(std::string_view text) {
   return std::nullopt;
 }
 
+std::string ReleaseGate::str() const {
+  std::string out;
+  if (since) out = "since " + since->str();
+  if (until) out += (out.empty() ? "until " : ", until ") + until->str();
+  return out;
+}
+
 size_t ResolvedPolicy::count(PolicyKind policy) const {
   return static_cast<size_t>(
       std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));

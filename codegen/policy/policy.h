@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/schema.h"
+#include "model/torch_version.h"
 #include "support/source_manager.h"
 
 namespace autocastgen::policy {
@@ -33,12 +34,38 @@ struct Located {
   uint32_t length = 1;
 };
 
-// One list entry as written: `op`, or a mapping with `op:` and `redispatch:` / `message:`.
+// Note [release gates]: an entry may name the PyTorch releases it applies to with `since:`
+// (inclusive) and `until:` (exclusive), both major.minor. Resolution targets one release; an entry
+// whose gate excludes it is skipped (and reported as skipped), never looked up in the schemas, so
+// one policy file can list ops that exist in some releases only.
+struct ReleaseGate {
+  std::optional<model::TorchVersion> since;  // first release the entry applies to
+  std::optional<model::TorchVersion> until;  // first release it no longer applies to
+  std::optional<Located> since_text;
+  std::optional<Located> until_text;
+
+  [[nodiscard]] bool empty() const { return !since && !until; }
+  [[nodiscard]] bool admits(const model::TorchVersion& release) const {
+    return (!since || release >= *since) && (!until || release < *until);
+  }
+  // `since 2.5`, `until 2.13`, `since 2.5, until 2.13`; empty when ungated.
+  [[nodiscard]] std::string str() const;
+};
+
+// One list entry as written: `op`, or a mapping with `op:` and `redispatch:` / `message:` /
+// `since:` / `until:`.
 struct PolicyEntry {
   PolicyKind policy;
   Located op;  // `[ns::]name`, `[ns::]name.overload` or `[ns::]name.*`
   std::optional<Located> redispatch;
   std::optional<Located> message;
+  ReleaseGate gate;
+};
+
+// One `remove:` item: `op`, or `{op: ..., since: ..., until: ...}`.
+struct RemoveEntry {
+  Located op;
+  ReleaseGate gate;
 };
 
 // One policy file, parsed but not resolved (no schema lookups yet).
@@ -48,7 +75,7 @@ struct PolicyFile {
   std::optional<Located> dispatch_key;
   std::optional<std::vector<Located>> lower_precision;
   std::optional<Located> extends;
-  std::vector<Located> remove;
+  std::vector<RemoveEntry> remove;
   std::vector<PolicyEntry> entries;  // in file order
 };
 
@@ -62,12 +89,23 @@ struct ResolvedEntry {
   uint32_t length = 1;                                // of the listed name, for carets
 };
 
+// An entry left out of the resolution for the target release (Note [release gates]).
+struct SkippedEntry {
+  std::string op;                    // as written
+  std::optional<PolicyKind> policy;  // nullopt: a `remove:` item
+  ReleaseGate gate;
+  std::string reason;                // e.g. `since 2.5` or `not in PyTorch 2.3 (exists in 2.4-2.15)`
+  SourceLocation location;
+};
+
 struct ResolvedPolicy {
+  std::optional<model::TorchVersion> torch_version;  // the release the policy was resolved for
   std::string device;
   std::string dispatch_key;
   std::vector<std::string> lower_precision;  // the first is the default lower-precision dtype
   std::vector<uint32_t> files;               // the requested file first, then what it extends
   std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
+  std::vector<SkippedEntry> skipped;         // gated out for torch_version, in resolution order
 
   [[nodiscard]] size_t count(PolicyKind policy) const;
 };

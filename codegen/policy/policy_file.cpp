@@ -17,7 +17,8 @@ namespace {
 
 constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists"};
 constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision"};
-constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message"};
+constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until"};
+constexpr std::string_view kRemoveKeys[] = {"op", "since", "until"};
 constexpr std::string_view kDtypes[] = {"float16", "bfloat16"};
 
 bool is_ident(std::string_view s) {
@@ -194,9 +195,72 @@ class FileParser {
   }
 
   void parse_remove(const YamlNode& node) {
-    if (const std::vector<YamlNode>* items = sequence(node, "'remove:'"))
-      for (const YamlNode& item : *items)
-        if (std::optional<Located> op = op_name(item)) result_.remove.push_back(std::move(*op));
+    const std::vector<YamlNode>* items = sequence(node, "'remove:'");
+    if (!items) return;
+    for (const YamlNode& item : *items) {
+      if (!item.is_mapping()) {
+        if (std::optional<Located> op = op_name(item)) result_.remove.push_back({std::move(*op), {}});
+        continue;
+      }
+      std::optional<Located> op;
+      ReleaseGate gate;
+      bool ok = true;
+      for (const auto& [key, value, key_node] : checked_pairs(item, kRemoveKeys, "key in a 'remove:' entry")) {
+        if (key == "op") {
+          op = op_name(*value);
+          ok = ok && op.has_value();
+        } else {
+          ok = parse_gate_bound(key, *value, gate) && ok;
+        }
+      }
+      if (!op) {
+        if (ok) diags_.error(item.location(), "'remove:' entry has no 'op:' key");
+        continue;
+      }
+      if (ok && check_gate(gate)) result_.remove.push_back({std::move(*op), std::move(gate)});
+    }
+  }
+
+  // `since:` / `until:`: a supported minor release such as "2.5" (Note [release gates]).
+  bool parse_gate_bound(const std::string& key, const YamlNode& value, ReleaseGate& gate) {
+    std::optional<Located> text = scalar(value, fmt::format("'{}:' must be a PyTorch release such as \"2.5\"", key));
+    if (!text) return false;
+    const std::optional<model::TorchVersion> version = model::TorchVersion::parse(text->text);
+    if (!version) {
+      diags_.error(text->location,
+                   fmt::format("malformed PyTorch release '{}' in '{}:'; write MAJOR.MINOR, e.g. \"2.5\"", text->text, key),
+                   text->length);
+      return false;
+    }
+    if (version->patch()) {
+      diags_.error(text->location,
+                   fmt::format("'{}:' names a minor release; write \"{}\", not \"{}\"", key, version->release().str(), text->text),
+                   text->length);
+      return false;
+    }
+    if (!model::is_supported_release(*version)) {
+      diags_.error(text->location,
+                   fmt::format("PyTorch {} is not a release autocastgen supports ({} and {} to {})", text->text,
+                               model::kOldestCodegenRelease.str(), model::TorchVersion(2, 0).str(), model::kNewestRelease.str()),
+                   text->length);
+      return false;
+    }
+    (key == "since" ? gate.since : gate.until) = version;
+    (key == "since" ? gate.since_text : gate.until_text) = std::move(text);
+    return true;
+  }
+
+  // A gate must admit at least one release.
+  bool check_gate(const ReleaseGate& gate) {
+    if (gate.since && gate.until && *gate.until <= *gate.since) {
+      diags_.error(gate.until_text->location,
+                   fmt::format("'until: {}' must be a later release than 'since: {}'; the entry would apply to no release",
+                               gate.until_text->text, gate.since_text->text),
+                   gate.until_text->length);
+      diags_.note(gate.since_text->location, "'since:' given here", gate.since_text->length);
+      return false;
+    }
+    return true;
   }
 
   void parse_lists(const YamlNode& node) {
@@ -216,7 +280,7 @@ class FileParser {
   }
 
   void parse_entry(PolicyKind policy, const YamlNode& item) {
-    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt};
+    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}};
     if (item.is_mapping()) {
       bool has_op = false;
       for (const auto& [key, value, key_node] : checked_pairs(item, kEntryKeys, "key in a list entry")) {
@@ -241,6 +305,8 @@ class FileParser {
           }
           entry.message = scalar(*value, "'message:' must be a non-empty string");
           if (!entry.message) return;
+        } else if (key == "since" || key == "until") {
+          if (!parse_gate_bound(key, *value, entry.gate)) return;
         }
       }
       if (!has_op) {
@@ -252,6 +318,7 @@ class FileParser {
       if (!op) return;
       entry.op = std::move(*op);
     }
+    if (!check_gate(entry.gate)) return;
     if (policy == PolicyKind::banned && !entry.message) {
       diags_.error(entry.op.location,
                    fmt::format("banned op '{}' needs a message for its users: write {{op: {}, message: \"...\"}}", entry.op.text, entry.op.text),

@@ -2,6 +2,7 @@
 #include "policy/resolver.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -84,7 +85,10 @@ bool takes_trailing_dtype(const FunctionSchema& from, const FunctionSchema& to) 
 
 class Resolver {
  public:
-  Resolver(const model::SchemaSet& schemas, DiagnosticEngine& diags) : schemas_(schemas), diags_(diags) {}
+  Resolver(const model::SchemaSet& schemas, DiagnosticEngine& diags, const ResolveTarget& target)
+      : schemas_(schemas), diags_(diags), target_(target) {
+    result_.torch_version = target.torch_version;
+  }
 
   std::optional<ResolvedPolicy> run(const std::vector<PolicyFile>& chain) {
     const size_t errors_before = diags_.error_count();
@@ -148,8 +152,15 @@ class Resolver {
     const std::optional<OpPattern> pattern = parse_op_pattern(op.text);
     const std::vector<const FunctionSchema*> overloads = schemas_.overloads(pattern->ns, pattern->name);
     if (overloads.empty()) {
-      const std::string suggestion = closest_match(pattern->name, schemas_.operator_names(pattern->ns));
       const std::string qualified = pattern->ns.empty() ? pattern->name : pattern->ns + "::" + pattern->name;
+      if (const std::optional<model::ReleaseSpan> span = history_span(*pattern, /*whole_op=*/true)) {
+        diags_.error(op.location,
+                     fmt::format("unknown op '{}' in PyTorch {}; it exists in {}: gate the entry with {}", qualified,
+                                 target_.torch_version->str(), span->str(), gate_hint(*span)),
+                     op.length);
+        return {};
+      }
+      const std::string suggestion = closest_match(pattern->name, schemas_.operator_names(pattern->ns));
       diags_.error(op.location,
                    suggestion.empty() ? fmt::format("unknown op '{}'", qualified)
                                       : fmt::format("unknown op '{}'; did you mean '{}{}'?", qualified,
@@ -172,6 +183,13 @@ class Resolver {
     const FunctionSchema* schema = schemas_.find(pattern->ns, pattern->overload.empty() ? pattern->name
                                                                                        : pattern->name + "." + pattern->overload);
     if (!schema) {
+      if (const std::optional<model::ReleaseSpan> span = history_span(*pattern, /*whole_op=*/false)) {
+        diags_.error(op.location,
+                     fmt::format("'{}' is not an overload in PyTorch {}; it exists in {}: gate the entry with {}", op.text,
+                                 target_.torch_version->str(), span->str(), gate_hint(*span)),
+                     op.length);
+        return {};
+      }
       // Suggest what could be written here: eligible overloads, or all of them for `remove:`.
       std::vector<std::string> names;
       for (const FunctionSchema* s : overloads)
@@ -203,9 +221,20 @@ class Resolver {
 
   void apply_file(const PolicyFile& file) {
     // remove: drops inherited entries.
-    for (const Located& op : file.remove) {
+    for (const RemoveEntry& item : file.remove) {
+      const Located& op = item.op;
       if (file_index_ == 0) {
         diags_.error(op.location, "'remove:' drops inherited entries, but this policy extends nothing", op.length);
+        continue;
+      }
+      if (gated_out(op, item.gate, std::nullopt)) continue;
+      // Removing what this release lacks, or what was inherited only for other releases, is a no-op.
+      if (const std::optional<std::string> reason = absent_by_release(op)) {
+        skip(op, item.gate, std::nullopt, *reason);
+        continue;
+      }
+      if (skipped_ops_.count(op.text)) {
+        skip(op, item.gate, std::nullopt, "the inherited entry does not apply to this release");
         continue;
       }
       const std::vector<const FunctionSchema*> targets = expand(op, /*for_remove=*/true);
@@ -221,8 +250,79 @@ class Resolver {
         diags_.error(op.location, fmt::format("'{}' is in none of the inherited lists; nothing to remove", op.text), op.length);
     }
     for (const PolicyEntry& entry : file.entries) {
+      if (gated_out(entry.op, entry.gate, entry.policy)) continue;
       for (const FunctionSchema* schema : expand(entry.op, /*for_remove=*/false)) add(file, entry, *schema);
     }
+  }
+
+  // Is this gated entry outside the target release? Records it as skipped when it is; reports a
+  // gate without a target release, and a gate on an aten op that no supported release defines.
+  bool gated_out(const Located& op, const ReleaseGate& gate, std::optional<PolicyKind> policy) {
+    if (gate.empty()) return false;
+    const Located& gate_text = gate.since_text ? *gate.since_text : *gate.until_text;
+    if (!target_.torch_version) {
+      diags_.error(gate_text.location,
+                   fmt::format("'{}' is gated ({}), but the target PyTorch release is unknown; pass --torch-version", op.text,
+                               gate.str()),
+                   gate_text.length);
+      return true;
+    }
+    const std::optional<OpPattern> pattern = parse_op_pattern(op.text);
+    if (is_aten(*pattern) && !target_.history->empty()) {
+      const bool known = pattern->all_overloads || pattern->overload.empty()
+                             ? target_.history->op(model::kDefaultNamespace, pattern->name).has_value()
+                             : target_.history->overload(aten_name(*pattern)).has_value();
+      if (!known) {
+        diags_.error(op.location,
+                     fmt::format("'{}' exists in no supported PyTorch release ({} and 2.0 to {}), so its gate can never apply",
+                                 op.text, model::kOldestCodegenRelease.str(), model::kNewestRelease.str()),
+                     op.length);
+        return true;
+      }
+    }
+    if (gate.admits(*target_.torch_version)) return false;
+    skip(op, gate, policy, gate.str());
+    skipped_ops_.insert(op.text);
+    return true;
+  }
+
+  void skip(const Located& op, const ReleaseGate& gate, std::optional<PolicyKind> policy, std::string reason) {
+    result_.skipped.push_back({op.text, policy, gate, std::move(reason), op.location});
+  }
+
+  static bool is_aten(const OpPattern& pattern) { return pattern.ns.empty() || pattern.ns == model::kDefaultNamespace; }
+  static std::string aten_name(const OpPattern& pattern) {
+    return std::string(model::kDefaultNamespace) + "::" + pattern.name + (pattern.overload.empty() ? "" : "." + pattern.overload);
+  }
+
+  // Where an aten op (or overload) missing from the target's schemas exists in other releases.
+  std::optional<model::ReleaseSpan> history_span(const OpPattern& pattern, bool whole_op) const {
+    if (!target_.torch_version || !is_aten(pattern) || target_.history->empty()) return std::nullopt;
+    std::optional<model::ReleaseSpan> span = whole_op || pattern.all_overloads
+                                                 ? target_.history->op(model::kDefaultNamespace, pattern.name)
+                                                 : target_.history->overload(aten_name(pattern));
+    if (span && span->contains(*target_.torch_version)) return std::nullopt;  // not a matter of release
+    return span;
+  }
+
+  // Why `remove:` of an op the target's schemas lack is no error: it is absent only in this release.
+  std::optional<std::string> absent_by_release(const Located& op) const {
+    const std::optional<OpPattern> pattern = parse_op_pattern(op.text);
+    const bool missing = schemas_.overloads(pattern->ns, pattern->name).empty() ||
+                         (!pattern->all_overloads &&
+                          !schemas_.find(pattern->ns, pattern->overload.empty() ? pattern->name : pattern->name + "." + pattern->overload));
+    if (!missing) return std::nullopt;
+    const std::optional<model::ReleaseSpan> span = history_span(*pattern, schemas_.overloads(pattern->ns, pattern->name).empty());
+    if (!span) return std::nullopt;
+    return fmt::format("not in PyTorch {} (exists in {})", target_.torch_version->str(), span->str());
+  }
+
+  // An op that appears after the target release wants `since:`; one gone before it wants `until:`.
+  std::string gate_hint(const model::ReleaseSpan& span) const {
+    if (*target_.torch_version < span.first) return fmt::format("since: \"{}\"", span.first.str());
+    const model::TorchVersion after = span.last == model::TorchVersion{1, 13} ? model::TorchVersion{2, 0}
+                                                                               : model::TorchVersion{span.last.major(), static_cast<uint16_t>(span.last.minor() + 1)};
+    return fmt::format("until: \"{}\"", after.str());
   }
 
   void add(const PolicyFile& file, const PolicyEntry& entry, const FunctionSchema& schema) {
@@ -318,6 +418,8 @@ class Resolver {
 
   const model::SchemaSet& schemas_;
   DiagnosticEngine& diags_;
+  const ResolveTarget& target_;
+  std::set<std::string> skipped_ops_;  // op texts of entries gated out, for `remove:` in derived files
   ResolvedPolicy result_;
   std::optional<Located> device_;
   std::optional<Located> dispatch_key_;
@@ -329,16 +431,16 @@ class Resolver {
 }  // namespace
 
 std::optional<ResolvedPolicy> resolve_policy(const std::vector<PolicyFile>& chain, const model::SchemaSet& schemas,
-                                             DiagnosticEngine& diags) {
+                                             DiagnosticEngine& diags, const ResolveTarget& target) {
   if (chain.empty()) return std::nullopt;
-  return Resolver(schemas, diags).run(chain);
+  return Resolver(schemas, diags, target).run(chain);
 }
 
 std::optional<ResolvedPolicy> load_policy(const std::filesystem::path& path, const model::SchemaSet& schemas,
-                                          SourceManager& sources, DiagnosticEngine& diags) {
+                                          SourceManager& sources, DiagnosticEngine& diags, const ResolveTarget& target) {
   std::optional<std::vector<PolicyFile>> chain = load_policy_chain(path, sources, diags);
   if (!chain) return std::nullopt;
-  return resolve_policy(*chain, schemas, diags);
+  return resolve_policy(*chain, schemas, diags, target);
 }
 
 }  // namespace autocastgen::policy

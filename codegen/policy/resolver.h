@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "model/op_history.h"
 #include "model/schema_set.h"
 #include "policy/policy.h"
 #include "support/diagnostics.h"
@@ -16,15 +17,25 @@ namespace autocastgen::policy {
 [[nodiscard]] std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::path& path,
                                                                        SourceManager& sources, DiagnosticEngine& diags);
 
+// The PyTorch release a resolution targets: what release gates compare with (Note [release gates]).
+struct ResolveTarget {
+  // The release whose schemas are given; without it a gated entry is an error.
+  std::optional<model::TorchVersion> torch_version;
+  // Which releases define each aten overload: tells "absent in this release" from "unknown".
+  const model::OpHistory* history = &model::OpHistory::builtin();
+};
+
 // Resolves a chain (requested file first, as load_policy_chain returns it): applies the bases,
 // `remove:`, expands names and globs, and checks every rule of the policy language. Reports all
 // problems; nullopt when there was any error (warnings alone still give a result).
 [[nodiscard]] std::optional<ResolvedPolicy> resolve_policy(const std::vector<PolicyFile>& chain,
-                                                           const model::SchemaSet& schemas, DiagnosticEngine& diags);
+                                                           const model::SchemaSet& schemas, DiagnosticEngine& diags,
+                                                           const ResolveTarget& target = {});
 
 // load_policy_chain + resolve_policy.
 [[nodiscard]] std::optional<ResolvedPolicy> load_policy(const std::filesystem::path& path, const model::SchemaSet& schemas,
-                                                        SourceManager& sources, DiagnosticEngine& diags);
+                                                        SourceManager& sources, DiagnosticEngine& diags,
+                                                        const ResolveTarget& target = {});
 
 // How policies and reports name an overload: `name[.overload]`, with `ns::` outside aten.
 [[nodiscard]] std::string display_name(const model::FunctionSchema& schema);

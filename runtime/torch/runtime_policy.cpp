@@ -20,6 +20,7 @@
 #include <c10/util/StringUtil.h>
 #include <nlohmann/json.hpp>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include "autocastgen/runtime/cast_cache.h"
 #include "autocastgen/runtime/state.h"
@@ -34,6 +35,13 @@
 #include "support/source_manager.h"
 
 namespace autocastgen {
+namespace {
+// Release gates in runtime policies compare with the PyTorch this library was built against.
+policy::ResolveTarget running_release() {
+  return {model::TorchVersion(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)};
+}
+}  // namespace
+
 namespace {
 
 using policy::PolicyKind;
@@ -332,7 +340,8 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
     TORCH_CHECK(unreadable == registered.unreadable.end(), call, "\nerror: cannot read the schema of '", qualified,
                 "' (autocastgen reads the native_functions.yaml grammar): ", unreadable->second);
   }
-  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(chain, registered.schemas, diags);
+  const std::optional<policy::ResolvedPolicy> resolved =
+      policy::resolve_policy(chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
   (void)install(*resolved);
 }
@@ -345,7 +354,8 @@ size_t load_runtime_policy_file(const std::string& path) {
   std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
   TORCH_CHECK(chain && !diags.has_errors(), context, messages.str());
   const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
-  const std::optional<policy::ResolvedPolicy> resolved = policy::resolve_policy(*chain, registered.schemas, diags);
+  const std::optional<policy::ResolvedPolicy> resolved =
+      policy::resolve_policy(*chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
   return install(*resolved);
 }

@@ -6,7 +6,7 @@ import filecmp, os, subprocess, sys, tempfile, time, difflib
 GOLDEN = "tests/emit/golden"
 ARGS = ["generate", "--policy", "tests/data/policies/mini_all_policies.yaml",
         "--schemas", "tests/data/schemas/mini_native_functions.yaml",
-        "--schemas", "tests/data/schemas/custom_ops.yaml", "--name", "mini"]
+        "--schemas", "tests/data/schemas/custom_ops.yaml", "--torch-version", "2.15", "--name", "mini"]
 # The same policy with autocastgen's own runtime state (`--state autocastgen`).
 OWN_STATE_ARGS = [*ARGS[:-1], "mini_own_state", "--state", "autocastgen"]
 

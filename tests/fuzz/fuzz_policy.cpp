@@ -47,7 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(parsed.has_value() == !diags.has_errors(), out.str());
   std::optional<policy::ResolvedPolicy> resolved;
   if (parsed) {
-    resolved = policy::resolve_policy({*parsed}, *fixture.schemas, diags);
+    // A fixed target release, so release gates resolve too (Note [release gates]).
+    resolved = policy::resolve_policy({*parsed}, *fixture.schemas, diags, {model::TorchVersion(2, 9)});
     FUZZ_CHECK(resolved.has_value() == !diags.has_errors(), out.str());
   }
   for (const Diagnostic& d : diags.diagnostics()) {

@@ -44,6 +44,15 @@ function(add_autocast_ops target)
   set(command $<TARGET_FILE:autocastgen::autocastgen> generate --target torch --policy "${policy}"
       --out "${out}" --name "${name}" --depfile "${depfile}")
   set(depends "${policy}" autocastgen::autocastgen)
+  # The PyTorch this build compiles against decides the release gates (and the @generated line);
+  # without SCHEMAS its own native_functions.yaml is the op set.
+  if(AUTOCASTGEN_TORCH_VERSION MATCHES "^([0-9]+\\.[0-9]+(\\.[0-9]+)?)")
+    list(APPEND command --torch-version "${CMAKE_MATCH_1}")
+  endif()
+  if(NOT arg_SCHEMAS AND AUTOCASTGEN_NATIVE_FUNCTIONS)
+    list(APPEND command --schemas "${AUTOCASTGEN_NATIVE_FUNCTIONS}")
+    list(APPEND depends "${AUTOCASTGEN_NATIVE_FUNCTIONS}")
+  endif()
   foreach(schema IN LISTS arg_SCHEMAS)
     get_filename_component(schema "${schema}" ABSOLUTE)
     list(APPEND command --schemas "${schema}")

@@ -83,8 +83,10 @@ std::optional<DetectedRelease> release_of_schema_file(const std::filesystem::pat
 }
 
 void add_schema_options(CLI::App& verb, std::vector<std::filesystem::path>& schemas, std::string& torch_version) {
-  verb.add_option("--schemas", schemas, "Op-schema files (native_functions.yaml format); default: the installed PyTorch's")
-      ->check(CLI::ExistingFile);
+  // One file per --schemas, so that options may come before positional arguments.
+  verb.add_option("--schemas", schemas, "Op-schema file (native_functions.yaml format; repeatable); default: the installed PyTorch's")
+      ->check(CLI::ExistingFile)
+      ->allow_extra_args(false);
   verb.add_option("--torch-version", torch_version,
                   "The PyTorch release the schemas belong to (X.Y or X.Y.Z); default: found beside the schema file, else "
                   "the installed torch's");

@@ -194,15 +194,20 @@ VerbRunner add_audit_verb(CLI::App& app) {
   CLI::App* dif = verb->add_subcommand("diff", "Ops added, removed and changed from A to B (policies, manifests or C++)");
   dif->add_option("A", diff->a, "The old side: a policy (.yaml), a manifest (.json) or C++ registrations")->required();
   dif->add_option("B", diff->b, "The new side")->required();
-  dif->add_option("--schemas", diff->schemas, "Op-schema file: once for both sides, or twice (A's, then B's)")->check(CLI::ExistingFile);
+  dif->add_option("--schemas", diff->schemas, "Op-schema file: once for both sides, or twice (A's, then B's)")
+      ->check(CLI::ExistingFile)
+      ->allow_extra_args(false);
   dif->add_option("--torch-version", diff->torch_versions,
                   "The PyTorch release of the schemas: once for both sides, or twice (A's, then B's); default: found beside "
-                  "each schema file, else the installed torch's");
-  dif->add_option("--key", diff->keys, "For C++ inputs registering several keys: the dispatch key to compare (once, or A's then B's)");
+                  "each schema file, else the installed torch's")
+      ->allow_extra_args(false);
+  dif->add_option("--key", diff->keys, "For C++ inputs registering several keys: the dispatch key to compare (once, or A's then B's)")
+      ->allow_extra_args(false);
   dif->add_option("-p,--build-dir", diff->build_dir, "compile_commands.json directory for C++ inputs")->check(CLI::ExistingDirectory);
   dif->add_option("--format", diff->format, "md (Markdown) or json")->check(CLI::IsMember({"md", "json"}))->default_val("md");
   dif->add_option("--fail-on", diff->fail_on, "Exit with status 2 when any of these categories is not empty")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(CLI::IsMember({"added", "removed", "changed"}));
 
   return [cov, coverage, diff] { return cov->parsed() ? run_coverage(*coverage) : run_diff(*diff); };

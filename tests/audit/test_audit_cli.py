@@ -118,6 +118,61 @@ class AuditCli(unittest.TestCase):
         self.assertIn("b2.yaml:3:15: error: unknown op 'gelu'", bad.stderr)
         self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--schemas", v2, "--schemas", v2).returncode, 1)
 
+    def test_options_before_and_after_positionals(self) -> None:
+        # Every option takes one value per occurrence, so positionals may follow options.
+        a = self.write("a.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n")
+        b = self.write("b.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log, exp]\n")
+        spellings = [
+            ["audit", "diff", "--schemas", MINI, a, b, "--format", "json"],
+            ["audit", "diff", "--format", "json", "--schemas", MINI, "--schemas", MINI, "--torch-version", "2.15", a, b],
+            ["audit", "diff", "--fail-on", "removed", "--schemas", MINI, a, b, "--format", "json"],
+            ["audit", "diff", a, "--schemas", MINI, b, "--format", "json"],
+        ]
+        for args in spellings:
+            out = run(*args)
+            self.assertEqual(out.returncode, 0, f"{args}: {out.stderr}")
+            self.assertEqual(json.loads(out.stdout)["added"], [{"op": "exp", "policy": "fp32"}], args)
+        for verb in (["check", "--policy", b], ["audit", "coverage", "--policy", b]):
+            self.assertEqual(run(*verb[:1 + (verb[0] == "audit")], "--schemas", MINI, *verb[1 + (verb[0] == "audit"):]).returncode, 0, verb)
+        schema = run("schema", "--schemas", MINI, "--torch-version", "2.15")
+        self.assertEqual(schema.returncode, 0, schema.stderr)
+        gen = run("generate", "--schemas", MINI, "--policy", b, "--out", str(self.dir / "out"), "--torch-version", "2.15")
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+
+    def test_torch_version_errors(self) -> None:
+        b = self.write("b.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n")
+        for version, message in [("2.x", "--torch-version '2.x' is not a release number"),
+                                 ("3.0", "--torch-version 3.0: not a release autocastgen supports")]:
+            out = run("check", "--policy", b, "--schemas", MINI, "--torch-version", version)
+            self.assertEqual(out.returncode, 1)
+            self.assertIn(message, out.stderr)
+        # The release is read beside a schema file that lies in a torch package.
+        native = self.dir / "site" / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml"
+        native.parent.mkdir(parents=True)
+        native.write_text((ROOT / MINI).read_text())
+        (self.dir / "site" / "torch").mkdir()
+        (self.dir / "site" / "torch" / "version.py").write_text("__version__ = '2.7.1+cpu'\ngit_version = 'x'\n")
+        ok = run("check", "--policy", b, "--schemas", str(native))
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("ok for PyTorch 2.7.1:", ok.stdout)
+        self.assertEqual(run("check", "--policy", b, "--schemas", str(native), "--torch-version", "2.7").returncode, 0)
+        bad = run("check", "--policy", b, "--schemas", str(native), "--torch-version", "2.8")
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("--torch-version 2.8 does not match the schemas", bad.stderr)
+        self.assertIn("belongs to PyTorch 2.7.1 (read from", bad.stderr)
+        other = self.dir / "cache" / "2.8.0" / "torchgen" / "custom.yaml"
+        other.parent.mkdir(parents=True)
+        other.write_text((ROOT / "tests/data/schemas/custom_ops.yaml").read_text())
+        (self.dir / "cache" / "2.8.0" / "version.txt").write_text("2.8.0\n")
+        mixed = run("check", "--policy", b, "--schemas", str(native), "--schemas", str(other))
+        self.assertEqual(mixed.returncode, 1)
+        self.assertIn("the schema files belong to different PyTorch releases", mixed.stderr)
+        # Writes nothing when the release is refused.
+        out_dir = self.dir / "never"
+        gen = run("generate", "--policy", b, "--schemas", MINI, "--torch-version", "9.9", "--out", str(out_dir))
+        self.assertEqual(gen.returncode, 1)
+        self.assertFalse(out_dir.exists())
+
 
 def main() -> int:
     global CLI

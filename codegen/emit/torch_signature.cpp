@@ -31,6 +31,7 @@ std::optional<std::string> base_value_type(BaseTy base) {
     case BaseTy::SymInt: return "c10::SymInt";
     case BaseTy::SymBool: return "c10::SymBool";
     case BaseTy::DimVector: return "at::DimVector";
+    case BaseTy::Dimname: return "at::Dimname";
     case BaseTy::Tensor:
     case BaseTy::Scalar:
     case BaseTy::GraphModule: return std::nullopt;
@@ -79,6 +80,7 @@ std::optional<std::string> argument_type(const Type& type, bool is_write, bool s
         return "const c10::List<::std::optional<at::Tensor>>&";
       if (elem.is_base(BaseTy::Int)) return "at::IntArrayRef";
       if (elem.is_base(BaseTy::SymInt)) return "c10::SymIntArrayRef";
+      if (elem.is_base(BaseTy::Dimname)) return "at::DimnameList";
       // Other lists hold their elements by value.
       std::optional<std::string> inner = elem.is_base(BaseTy::Scalar) ? std::optional<std::string>("at::Scalar") : value_type(elem);
       if (!inner) return std::nullopt;

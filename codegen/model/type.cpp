@@ -8,8 +8,9 @@
 namespace autocastgen::model {
 
 namespace {
-constexpr std::array<std::string_view, 19> kBaseSpellings = {
-    "Generator", "ScalarType", "Tensor", "int",     "DimVector",    "float",   "str",
+// Named-tensor `Dimname` is used by every release up to 2.12's native_functions.yaml.
+constexpr std::array<std::string_view, 20> kBaseSpellings = {
+    "Generator", "ScalarType", "Tensor", "int",     "Dimname", "DimVector",    "float",   "str",
     "bool",      "Layout",     "Device", "DeviceIndex", "Scalar", "MemoryFormat", "QScheme",
     "Storage",   "Stream",     "SymInt", "SymBool", "GraphModule",
 };

@@ -12,7 +12,7 @@ namespace autocastgen::model {
 
 // The base types of PyTorch's function-schema language (torchgen's BaseTy).
 enum class BaseTy : uint8_t {
-  Generator, ScalarType, Tensor, Int, DimVector, Float, Str, Bool, Layout, Device, DeviceIndex,
+  Generator, ScalarType, Tensor, Int, Dimname, DimVector, Float, Str, Bool, Layout, Device, DeviceIndex,
   Scalar, MemoryFormat, QScheme, Storage, Stream, SymInt, SymBool, GraphModule,
 };
 

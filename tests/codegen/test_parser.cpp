@@ -31,6 +31,9 @@ TEST(Parser, CanonicalSchemasRoundTrip) {
       "f(Tensor? a, Tensor[] b, Tensor?[] c, int[] d, int[2] e, SymInt[3] f, int[]? g, bool[3] h, int[1]? i, "
       "float[]? j, Scalar[] k, Tensor?? l) -> ()",
       "f(Tensor(a) x, Tensor(a!) y, Tensor(a|b) z, Tensor(a -> *) w, Tensor(a! -> a|b) v, Tensor(a|b -> c) u) -> ()",
+      // Named tensors (every release up to 2.12).
+      "softmax.Dimname(Tensor self, Dimname dim, *, ScalarType? dtype=None) -> Tensor",
+      "f(Dimname a, Dimname[] b, Dimname? c, Dimname[]? d, Dimname[1] e) -> ()",
       "f(Tensor(a)? x, Tensor(a!)[] y, Tensor(b!)? z) -> (Tensor(a), Tensor(a!)[])",
       "f(Tensor x, *, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!) values, Tensor(b!) indices)",
       "f(*, int x) -> Tensor",
@@ -220,7 +223,7 @@ const ErrorCase kErrors[] = {
     {"foo(Tensor x) -> Tensorr", "1:18: error: unknown type 'Tensorr'; did you mean 'Tensor'?"},
     {"foo(SymInts x) -> ()", "1:5: error: unknown type 'SymInts'; did you mean 'SymInt'?"},
     {"foo(Blob x) -> ()", "1:5: error: unknown type 'Blob'"},
-    {"foo(Dimname x) -> ()", "1:5: error: unknown type 'Dimname'"},
+    {"foo(Dimnames x) -> ()", "1:5: error: unknown type 'Dimnames'; did you mean 'Dimname'?"},
     {"foo(tensor x) -> ()", "1:5: error: unknown type 'tensor'; did you mean 'Tensor'?"},
     {"foo(int[0] x) -> ()", "1:9: error: list size must be a positive integer without leading zeros, found '0'"},
     {"foo(int[01] x) -> ()", "1:9: error: list size must be a positive integer without leading zeros, found '01'"},

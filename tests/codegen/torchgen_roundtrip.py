@@ -12,6 +12,7 @@ import argparse
 import difflib
 import subprocess
 import sys
+from pathlib import Path
 
 
 def torchgen_lines(path: str) -> list[str]:
@@ -31,9 +32,22 @@ def torchgen_lines(path: str) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--autocastgen", required=True)
-    parser.add_argument("--schemas", required=True, help="a native_functions.yaml")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--schemas", help="a native_functions.yaml, compared with the importable torchgen")
+    source.add_argument("--release", help="a release in the cache of scripts/torch-releases: its native_functions.yaml, "
+                                          "compared with its own torchgen")
     parser.add_argument("--max-diff-lines", type=int, default=60)
     options = parser.parse_args()
+    if options.release:
+        root = Path(__file__).resolve().parents[2]
+        found = subprocess.run([sys.executable, str(root / "scripts" / "torch-releases"), "path", "--cached", options.release],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            print(f"FAIL: {found.stderr.strip()}")
+            return 1
+        folder = found.stdout.strip()
+        sys.path.insert(0, folder)  # that release's torchgen, ahead of the installed one
+        options.schemas = str(Path(folder) / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml")
 
     expected = torchgen_lines(options.schemas)
     proc = subprocess.run([options.autocastgen, "schema", "--schemas", options.schemas],

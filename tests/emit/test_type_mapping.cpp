@@ -65,6 +65,10 @@ TEST(TypeMapping, Arguments) {
       {"Stream", "at::Stream"},
       {"DeviceIndex", "at::DeviceIndex"},
       {"SymBool", "c10::SymBool"},
+      {"Dimname", "at::Dimname"},
+      {"Dimname[]", "at::DimnameList"},
+      {"Dimname?", "::std::optional<at::Dimname>"},
+      {"Dimname[]?", "::std::optional<at::DimnameList>"},
   };
   for (const auto& [type, cpp] : rows) EXPECT_EQ(map(type).argument, std::optional<std::string>(cpp)) << type;
   EXPECT_EQ(map("Tensor[]", "Tensor", /*structured=*/true).argument, "const at::ITensorListRef&");

@@ -13,6 +13,11 @@ Two kinds of checks:
      device, so PyTorch's AutocastCUDA / AutocastXPU / AutocastMTIA kernels run without a GPU:
      autocast only looks at device and dtype, and fake tensors carry both.
 
+The policies are resolved for the release of the torch that runs the test (entries whose
+`since:`/`until:` gates exclude it are skipped), so any installed release can be checked:
+tests/release_policies/check_release.py runs the registration tests under the venv of each
+installed release (2.4, 2.11) and the pinned one.
+
 Run: python3 -m pytest tests/python/test_shipped_policies.py
 """
 
@@ -129,11 +134,29 @@ def expand_entry(entry):
 # --------------------------------------------------------------------------------------------
 
 
+def release(text):
+    major, minor = str(text).split(".")[:2]
+    return int(major), int(minor)
+
+
+TORCH_RELEASE = release(torch.__version__.split("+")[0])
+
+
+def admitted(item):
+    """Whether an entry's release gates (since: inclusive, until: exclusive) admit this torch."""
+    if not isinstance(item, dict):
+        return True
+    if "since" in item and TORCH_RELEASE < release(item["since"]):
+        return False
+    return not ("until" in item and TORCH_RELEASE >= release(item["until"]))
+
+
 def entry_op(item):
     return item["op"] if isinstance(item, dict) else str(item)
 
 
-ENTRY_FIELDS = {"banned": {"op", "message"}, "fp32_append_dtype": {"op", "redispatch"}}
+GATES = {"since", "until"}
+ENTRY_FIELDS = {"banned": {"op", "message"} | GATES, "fp32_append_dtype": {"op", "redispatch"} | GATES}
 
 
 def check_entry_fields(filename, list_name, item):
@@ -141,7 +164,7 @@ def check_entry_fields(filename, list_name, item):
         raise ValueError(f"{filename}: banned entry {item!r} needs a message")
     if not isinstance(item, dict):
         return
-    unknown = set(item) - ENTRY_FIELDS.get(list_name, {"op"})
+    unknown = set(item) - ENTRY_FIELDS.get(list_name, {"op"} | GATES)
     if unknown or "op" not in item:
         raise ValueError(f"{filename}: {list_name} entry {item!r}: bad fields")
     if "redispatch" in item:
@@ -172,7 +195,9 @@ def _load_policy(path, chain):
         _, lists = _load_policy(path.parent / doc["extends"], chain + (path,))
         lists = {name: dict(items) for name, items in lists.items()}
     for removed in doc.get("remove") or []:
-        for key in expand_entry(str(removed)):
+        if not admitted(removed):
+            continue
+        for key in expand_entry(entry_op(removed)):
             hits = [name for name in LIST_NAMES if lists[name].pop(key, None) is not None]
             if not hits:
                 raise ValueError(f"{path.name}: remove {removed}: not inherited")
@@ -182,6 +207,8 @@ def _load_policy(path, chain):
         raise ValueError(f"{path.name}: unknown lists {sorted(unknown)}")
     for name in LIST_NAMES:
         for item in own.get(name) or []:
+            if not admitted(item):
+                continue
             check_entry_fields(path.name, name, item)
             for key in expand_entry(entry_op(item)):
                 others = [n for n in LIST_NAMES if key in lists[n]]

@@ -17,7 +17,7 @@
    which compares cpu.yaml, cuda.yaml and generic.yaml with what its dispatcher registers on
    AutocastCPU, AutocastCUDA and AutocastXPU/MTIA/MAIA, and runs every cpu.yaml op under CPU autocast.
 
-Both read the release cache (scripts/torch-releases) and never download: a missing release is a
+All three read the release cache (scripts/torch-releases) and never download: a missing release is a
 failure that names the command to run.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ PARITY_SELECTION = "not test_behaviour or cpu"
 # Note [temporary fallbacks]: two autocastgen limitations are worked around here, each only when the
 # limitation is actually hit, with a line saying so, so that the fallback goes quiet by itself once
 # autocastgen learns the thing:
-#  - the schema parser does not know the `Dimname` type yet (releases up to 2.14 use it): the check
+#  - the schema parser does not know the `Dimname` type yet (releases up to 2.12 use it): the check
 #    runs on a copy of native_functions.yaml where Dimname arguments are typed `int`; overload names
 #    are untouched, so every overload still resolves, with the wrong argument type;
 #  - the importer does not look through the conditional that TORCH_LIBRARY_IMPL of 2.4-2.6 wraps

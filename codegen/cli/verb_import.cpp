@@ -56,7 +56,12 @@ int run(const ImportVerbOptions& options) {
     return 1;
   }
   if (imported->empty()) {
-    diags.error({}, "the sources register no kernels for an autocast dispatch key (TORCH_LIBRARY_IMPL(<ns>, Autocast<X>, m))");
+    // The importer warns about each kernel it leaves out; with none kept, say which case this is.
+    diags.error({}, diags.warning_count() > 0
+                        ? fmt::format("none of the kernels registered for an autocast dispatch key is a list policy: all were "
+                                      "left out ({} warning{} above); nothing to import",
+                                      diags.warning_count(), diags.warning_count() == 1 ? "" : "s")
+                        : std::string("the sources register no kernels for an autocast dispatch key (TORCH_LIBRARY_IMPL(<ns>, Autocast<X>, m))"));
     return 1;
   }
   std::vector<std::string> names;

@@ -243,15 +243,21 @@ std::string qualified_enum_name(const clang::QualType type) {
 
 std::string qualified_name(const clang::FunctionDecl* f) { return f ? f->getQualifiedNameAsString() : std::string(); }
 
+// Is `decl` named by the plain identifier `name`? Operators (`operator[]`, `operator+=`),
+// constructors and conversions have no identifier, and asking them for one asserts in Clang.
+bool named(const clang::NamedDecl* decl, llvm::StringRef name) {
+  return decl && decl->getDeclName().isIdentifier() && decl->getName() == name;
+}
+
 // `X` when `f` is at::_ops::X::call or ::redispatch.
 std::string ops_struct(const clang::FunctionDecl* f) {
   const auto* method = llvm::dyn_cast_or_null<clang::CXXMethodDecl>(f);
-  if (!method || (method->getName() != "call" && method->getName() != "redispatch")) return {};
+  if (!named(method, "call") && !named(method, "redispatch")) return {};
   const clang::CXXRecordDecl* record = method->getParent();
   const auto* ops = llvm::dyn_cast<clang::NamespaceDecl>(record->getDeclContext());
-  if (!ops || ops->getName() != "_ops") return {};
+  if (!named(ops, "_ops")) return {};
   const auto* at = llvm::dyn_cast<clang::NamespaceDecl>(ops->getDeclContext());
-  if (!at || at->getName() != "at") return {};
+  if (!named(at, "at")) return {};
   return record->getNameAsString();
 }
 

@@ -65,6 +65,20 @@ class OpsMatchPyTorch(unittest.TestCase):
                 grads[7].view(-1)[0:1] = math.nan
                 self.check_unscale(grads, inv)
 
+    def test_float64_outside_the_float_range_is_finite(self):
+        # Pinned on purpose: a double gradient that float cannot hold (1e39, 1e300) is finite, so it
+        # sets no found_inf, in PyTorch's CPU op (checked here) and in ours on CPU and CUDA (the
+        # element logic is shared: kernels/common). Only inf and NaN are non-finite.
+        for inv in (1.0, 0.5, 2.0**-16):
+            for value in (1e39, -1e39, 1e300, 3.4028235677973366e38, 1e-320):
+                grads = [torch.tensor([value, 1.0], dtype=torch.float64), torch.ones(3, dtype=torch.float64)]
+                self.check_unscale(grads, inv)
+                found = torch.zeros(())
+                torch.ops.autocastgen.non_finite_check_and_unscale_(grads, found, torch.full((), inv))
+                self.assertEqual(found.item(), 0.0, (value, inv))
+        grads = [torch.tensor([1e39, math.inf], dtype=torch.float64)]
+        self.check_unscale(grads, 0.5)
+
     def test_unscale_strided_and_empty(self):
         base = torch.randn(8, 9)
         self.check_unscale([base[:, ::2], base.t(), torch.empty(0)], 0.25)

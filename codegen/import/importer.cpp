@@ -451,6 +451,10 @@ const clang::FunctionDecl* kernel_function(const clang::Expr* e, bool& fallthrou
     e = strip(unary->getSubExpr());
   if (const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(e)) return llvm::dyn_cast<clang::FunctionDecl>(ref->getDecl());
   if (const auto* lambda = llvm::dyn_cast<clang::LambdaExpr>(e)) return lambda->getCallOperator();
+  // `allowed(k) ? &init : [](torch::Library&) {}`: how TORCH_LIBRARY_IMPL of PyTorch 2.4-2.6 passes
+  // its init function (selective builds swap in the empty lambda). The true branch is the block.
+  if (const auto* conditional = llvm::dyn_cast<clang::ConditionalOperator>(e))
+    return kernel_function(conditional->getTrueExpr(), fallthrough);
   if (const auto* call = llvm::dyn_cast<clang::CallExpr>(e)) {
     if (qualified_name(call->getDirectCallee()) == "torch::CppFunction::makeFallthrough") fallthrough = true;
     return nullptr;

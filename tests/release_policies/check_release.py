@@ -27,7 +27,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -49,16 +48,6 @@ PARITY_TEST = ROOT / "tests" / "python" / "test_shipped_policies.py"
 # behaviour tests run for real and prove each cpu.yaml entry's policy for that release.
 PARITY_SELECTION = "not test_behaviour or cpu"
 
-# Note [temporary fallbacks]: two autocastgen limitations are worked around here, each only when the
-# limitation is actually hit, with a line saying so, so that the fallback goes quiet by itself once
-# autocastgen learns the thing:
-#  - the schema parser does not know the `Dimname` type yet (releases up to 2.12 use it): the check
-#    runs on a copy of native_functions.yaml where Dimname arguments are typed `int`; overload names
-#    are untouched, so every overload still resolves, with the wrong argument type;
-#  - the importer does not look through the conditional that TORCH_LIBRARY_IMPL of 2.4-2.6 wraps
-#    its init function in: the harness then registers through TorchLibraryInit directly
-#    (device_neutral_lists.cpp, Note [plain library init]).
-DIMNAME_TYPE = re.compile(r"\bDimname(?=(\[\d*\])?\??\s+\w)")
 
 
 def load_releases_script():
@@ -88,21 +77,6 @@ def run(command: list[str], env: dict | None = None) -> subprocess.CompletedProc
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})})
 
 
-def dimname_free_copy(schemas: Path, into: Path) -> Path:
-    copy = into / "native_functions.yaml"
-    copy.write_text(DIMNAME_TYPE.sub("int", schemas.read_text()))
-    return copy
-
-
-def usable_schemas(cli: str, release: str, schemas: Path, scratch: Path) -> Path:
-    probe = run([cli, "check", "--policy", str(GENERIC), "--schemas", str(schemas), "--torch-version", release])
-    if "unknown type 'Dimname'" in probe.stderr:
-        print(f"note: autocastgen does not parse Dimname yet; using a copy of {schemas.name} with Dimname "
-              "arguments typed int (Note [temporary fallbacks])")
-        return dimname_free_copy(schemas, scratch)
-    return schemas
-
-
 def import_header_lists(cli: str, release: str, folder: Path, schemas: Path, scratch: Path) -> dict:
     major, minor = release.split(".")
     out = scratch / "imported"
@@ -111,10 +85,6 @@ def import_header_lists(cli: str, release: str, folder: Path, schemas: Path, scr
     # The release's headers, not the installed torch's.
     env = {"AUTOCASTGEN_TORCH_DIR": str(folder)}
     proc = run(base, env)
-    if proc.returncode != 0 and "register no kernels" in proc.stderr and (int(major), int(minor)) <= (2, 6):
-        print("note: the importer does not see TORCH_LIBRARY_IMPL's conditional init of this release; "
-              "registering through TorchLibraryInit directly (Note [temporary fallbacks])")
-        proc = run(base + ["-DACG_PLAIN_LIBRARY_INIT"], env)
     if proc.returncode != 0:
         raise Failure(f"autocastgen import of {HARNESS.name} against PyTorch {release}'s headers failed:\n"
                       f"{proc.stdout}{proc.stderr}")
@@ -236,7 +206,6 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix=f"release-{release}-") as tmp:
             scratch = Path(tmp)
             schemas = folder / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml"
-            schemas = usable_schemas(options.autocastgen, release, schemas, scratch)
             check_headers(options.autocastgen, release, folder, schemas, scratch)
             if not check_record(options.autocastgen, release, schemas) and not installed:
                 raise Failure(f"no registrations recorded for PyTorch {release}: run "

@@ -38,22 +38,9 @@ void register_lists(torch::Library& m) {
   AT_FORALL_PROMOTE(ACG_PROMOTE)
 }
 
-#ifndef ACG_PLAIN_LIBRARY_INIT
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
   register_lists(m);
 }
-#else
-// Note [plain library init]: TORCH_LIBRARY_IMPL of PyTorch 2.4-2.6 hands its init function to
-// TorchLibraryInit through a conditional (`allowed(key) ? &init : no-op lambda`), which the
-// importer does not yet look through.  check_release.py falls back to this equivalent,
-// unconditional registration only when the TORCH_LIBRARY_IMPL form imports nothing on such a release.
-void init_registrations(torch::Library& m) {
-  register_lists(m);
-}
-const torch::detail::TorchLibraryInit registrations(
-    torch::Library::IMPL, &init_registrations, "aten",
-    std::make_optional(c10::DispatchKey::AutocastPrivateUse1), __FILE__, __LINE__);
-#endif
 
 } // namespace
 } // namespace at::autocast

@@ -21,6 +21,17 @@ print(torch_dir)
 print(ns["__version__"])
 print(ns.get("cuda") or "")
 print(os.path.join(os.path.dirname(tg.origin), "packaged", "ATen", "native", "native_functions.yaml"))
+# The release the schemas belong to, read where autocastgen's CLI reads it: beside torchgen.
+tg_parent = os.path.dirname(os.path.dirname(tg.origin))
+schemas_release = ""
+for evidence in (os.path.join(tg_parent, "torch", "version.py"), os.path.join(tg_parent, "version.txt")):
+    if os.path.exists(evidence):
+        text = open(evidence).read()
+        found = {}
+        exec(text, found) if evidence.endswith(".py") else found.update(__version__=text.strip())
+        schemas_release = found.get("__version__", "")
+        break
+print(schemas_release)
 ]=]
     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT result EQUAL 0)
@@ -34,12 +45,33 @@ print(os.path.join(os.path.dirname(tg.origin), "packaged", "ATen", "native", "na
   list(GET lines 1 torch_version)
   list(GET lines 2 torch_cuda)
   list(GET lines 3 native_functions)
+  list(GET lines 4 schemas_release)
   set(AUTOCASTGEN_TORCH_DIR "${torch_dir}" CACHE INTERNAL "")
   set(AUTOCASTGEN_TORCH_VERSION "${torch_version}" CACHE INTERNAL "")
   set(AUTOCASTGEN_TORCH_CUDA_VERSION "${torch_cuda}" CACHE INTERNAL "")
   set(AUTOCASTGEN_NATIVE_FUNCTIONS "${native_functions}" CACHE INTERNAL "")
   if(NOT EXISTS "${native_functions}")
     message(FATAL_ERROR "autocastgen: the installed torchgen has no ${native_functions}")
+  endif()
+  # The headers and the schemas must be one release: wrappers generated from one release's schemas
+  # do not compile (or silently miss ops) against another's headers.
+  # torch/version.h holds the numbers up to 2.14; from 2.15 it includes torch/headeronly/version.h.
+  set(version_lines "")
+  foreach(version_h "${torch_dir}/include/torch/csrc/api/include/torch/version.h" "${torch_dir}/include/torch/headeronly/version.h")
+    if(EXISTS "${version_h}")
+      file(STRINGS "${version_h}" found REGEX "define TORCH_VERSION_(MAJOR|MINOR) ")
+      list(APPEND version_lines ${found})
+    endif()
+  endforeach()
+  string(REGEX REPLACE ".*MAJOR ([0-9]+).*MINOR ([0-9]+).*" "\\1.\\2" headers_release "${version_lines}")
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" schemas_minor "${schemas_release}")
+  if(NOT schemas_minor STREQUAL headers_release)
+    message(FATAL_ERROR
+      "autocastgen: the op schemas and the C++ headers are of different PyTorch releases:\n"
+      "  schemas ${native_functions}: ${schemas_release} (read beside its torchgen package)\n"
+      "  headers ${torch_dir}/include: ${headers_release} (torch/version.h)\n"
+      "Both come from ${Python3_EXECUTABLE}; make its torch and torchgen one installation (check "
+      "PYTHONPATH), or pick another interpreter with -DAUTOCASTGEN_PYTHON=/path/to/python.")
   endif()
 
 

@@ -86,7 +86,9 @@ class DeviceCache {
   static bool is_dead(const CacheEntry& entry) {
     if (entry.source.expired()) return true;
     const at::Tensor source(entry.source.lock());  // one reference of ours
-    const c10::intrusive_ptr<::torch::autograd::Node> accumulator = ::torch::autograd::impl::try_get_grad_accumulator(source);
+    // std::shared_ptr<Node> up to PyTorch 2.12, c10::intrusive_ptr<Node> from 2.13: both count
+    // strong references the same way here.
+    const auto accumulator = ::torch::autograd::impl::try_get_grad_accumulator(source);
     if (!accumulator) return source.use_count() == 1;
     // The accumulator: ours here plus the edge from our cast's grad_fn; the source: ours here plus
     // the accumulator's. Anything more is a user (or another graph) still holding on.

@@ -85,7 +85,10 @@ print(schemas_release)
     target_include_directories(autocastgen::torch SYSTEM INTERFACE
       "${torch_dir}/include" "${torch_dir}/include/torch/csrc/api/include")
     # --no-as-needed keeps libtorch linked: it holds the static registrations we rely on.
-    target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" ${libs} "-Wl,--as-needed")
+    # libstdc++ goes first: the 2.11 wheel's libtorch.so exports a broken copy of std::filesystem
+    # (remove_all there calls through a null pointer), and the first library of the link line
+    # that defines a symbol is the one the dynamic linker binds.
+    target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" -lstdc++ ${libs} "-Wl,--as-needed")
     target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
     # PyTorch 2.15's headers use C++20 (std::bit_width, <=>, starts_with); consumers inherit that.
     target_compile_features(autocastgen::torch INTERFACE cxx_std_20)

@@ -31,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import warnings
 
@@ -74,10 +75,23 @@ def register(op, policy, device="cpu"):
 
 
 def register_recording_warnings(op, policy, device="cpu"):
-    with warnings.catch_warnings(record=True) as caught:
+    """autocastgen's warnings while registering: Python warnings where torch.ops turns c10 warnings
+    into them (2.15), else the lines c10 printed to stderr (2.11 prints them)."""
+    with warnings.catch_warnings(record=True) as caught, tempfile.TemporaryFile(mode="w+b") as err:
         warnings.simplefilter("always")
-        torch.ops.autocastgen.register_runtime_policy(op, policy, device)
-    return [str(w.message) for w in caught if "autocastgen" in str(w.message)]
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            torch.ops.autocastgen.register_runtime_policy(op, policy, device)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        printed = err.read().decode("utf-8", errors="replace")
+    found = [str(w.message) for w in caught if "autocastgen" in str(w.message)]
+    found += [line.split("Warning: ", 1)[1] for line in printed.splitlines() if "Warning: autocastgen:" in line]
+    return found
 
 
 def has_kernel(op, key="AutocastCPU"):

@@ -273,6 +273,7 @@ const std::map<std::string, Recipe>& recipes() {
       {"linalg_inv", one("A", spd(4))},
       {"linalg_inv_ex", one("A", spd(4))},
       {"linalg_cholesky", one("self", spd(4))},
+      {"cholesky", one("self", spd(4))},  // in cpu.yaml until 2.14
       {"linalg_cholesky_ex", one("self", spd(4))},
       {"linalg_eigh", one("self", spd(4))},
       {"linalg_eigvalsh", one("self", spd(4))},
@@ -310,9 +311,14 @@ const std::map<std::string, Recipe>& recipes() {
 }
 
 // Cases that are not run, keyed by op ("name" or "name.overload") or "op/dtype", with the reason.
-// Keep it short; every entry must name an op of the manifest.
+// Keep it short; every entry must name an op of the manifest (of the releases that have the op).
 const std::map<std::string, std::string>& not_covered() {
-  static const std::map<std::string, std::string> table = {};
+  static const std::string named = "named-tensor overload (releases before 2.13): its Dimname argument needs a named "
+                                   "tensor, which autocast's casts drop; the unnamed overload of the op is covered";
+  static const std::map<std::string, std::string> table = {
+      {"prod.dim_Dimname", named},
+      {"index_copy.dimname", named},
+  };
   return table;
 }
 
@@ -727,6 +733,7 @@ CallResult run_case(const c10::OperatorHandle& op, const torch::jit::Stack& inpu
 struct Baseline {
   torch::jit::Stack inputs;
   CallResult run;
+  std::set<size_t> irreproducible;  // outputs PyTorch's own kernel does not repeat bit for bit
   std::string input_error;
   uint64_t wrapper_calls = 0;  // generated wrappers that ran during the baseline (must be 0)
 };
@@ -772,6 +779,14 @@ class BaselineEnvironment : public ::testing::Environment {
         b.inputs = build_inputs(op.schema(), c.op, c.policy, dtype_named(c.dtype));
         const uint64_t before = trace.calls;
         b.run = run_case(op, b.inputs, dtype_named(c.dtype), Driver::torch_autocast);
+        // Outputs that differ between calls of PyTorch's own kernel with the same inputs (seen:
+        // linalg_lstsq in 2.11's CPU build, 6 distinct results in 200 calls): up to 16 more calls,
+        // so that such an output is found with near certainty.
+        for (int call = 0; call < 16 && b.run.error.empty(); ++call) {
+          const CallResult again = run_case(op, b.inputs, dtype_named(c.dtype), Driver::torch_autocast);
+          for (size_t i = 0; i < b.run.outputs.size() && i < again.outputs.size(); ++i)
+            if (first_difference(b.run.outputs[i], again.outputs[i], "output")) b.irreproducible.insert(i);
+        }
         b.wrapper_calls = trace.calls - before;
       } catch (const std::exception& e) {
         b.input_error = e.what();
@@ -800,11 +815,24 @@ TEST(Manifest, LoadsAndListsAutocastCpuOps) {
   }
 }
 
+// Does the running PyTorch release define the op? The tables above serve every release 2.4-2.15
+// (the policy's release gates decide what the manifest lists); entries for ops that this release
+// lacks are not stale.
+bool in_this_release(const std::string& key) {
+  const auto dot = key.find('.');
+  const std::string overload = dot == std::string::npos ? "" : key.substr(dot + 1);
+  return c10::Dispatcher::singleton().findSchema({"aten::" + key.substr(0, dot), overload}).has_value();
+}
+
 TEST(Manifest, EveryOpIsCoveredOrListedWithAReason) {
   const Manifest& m = manifest();
   ASSERT_EQ(m.error, "");
   std::set<std::string> ops;
   for (const auto& op : m.ops) ops.insert(op.at("op").get<std::string>());
+  for (const auto& [op, recipe] : recipes())
+    if (!in_this_release(op)) ops.insert(op);
+  for (const auto& [key, reason] : not_covered())
+    if (!in_this_release(key.substr(0, key.find('/')))) ops.insert(key.substr(0, key.find('/')));
   for (const auto& [key, reason] : not_covered()) {
     const std::string op = key.substr(0, key.find('/'));
     EXPECT_EQ(ops.count(op), 1u) << "not_covered() names " << key << ", which the manifest does not list";
@@ -865,6 +893,13 @@ TEST_P(Conformance, MatchesPyTorchBuiltinKernel) {
   std::set<size_t> metadata_only;
   if (const auto unspecified = unspecified_outputs().find(c.op); unspecified != unspecified_outputs().end()) {
     for (const auto& [index, reason] : unspecified->second) metadata_only.insert(index);
+  }
+  // An output that PyTorch's own kernel does not reproduce bit for bit can only be compared by its
+  // metadata.
+  for (size_t i : b.irreproducible) {
+    if (metadata_only.insert(i).second)
+      std::cout << "[ irreproducible ] " << c.test_name << " output " << i
+                << ": PyTorch's own kernel gives other bits on other calls; compared by metadata\n";
   }
   const auto diff = outputs_difference(b.run.outputs, ours.outputs, metadata_only);
   EXPECT_FALSE(diff.has_value()) << *diff;

@@ -53,6 +53,17 @@ print(schemas_release)
   if(NOT EXISTS "${native_functions}")
     message(FATAL_ERROR "autocastgen: the installed torchgen has no ${native_functions}")
   endif()
+  # PyPI wheels before 2.7 use the pre-C++11 std::string ABI; the C++ libraries autocastgen links
+  # from Debian (yaml-cpp, GoogleTest) use the C++11 one, and one program cannot mix the two.
+  file(STRINGS "${torch_dir}/share/cmake/Torch/TorchConfig.cmake" old_abi REGEX "_GLIBCXX_USE_CXX11_ABI=0")
+  if(old_abi)
+    message(FATAL_ERROR
+      "autocastgen: PyTorch ${torch_version} at ${torch_dir} was built with the pre-C++11 string ABI "
+      "(-D_GLIBCXX_USE_CXX11_ABI=0, as PyPI's wheels before 2.7 are). autocastgen's runtime links "
+      "yaml-cpp and GoogleTest from Debian, built with the C++11 ABI, and cannot link with it. "
+      "Builds with PyTorch need 2.7 or newer; the generator alone builds with -DAUTOCASTGEN_WITH_TORCH=OFF "
+      "and generates for 2.4-2.15 (docs/releases.md).")
+  endif()
   # The headers and the schemas must be one release: wrappers generated from one release's schemas
   # do not compile (or silently miss ops) against another's headers.
   # torch/version.h holds the numbers up to 2.14; from 2.15 it includes torch/headeronly/version.h.

@@ -16,7 +16,7 @@ Two kinds of checks:
 The policies are resolved for the release of the torch that runs the test (entries whose
 `since:`/`until:` gates exclude it are skipped), so any installed release can be checked:
 tests/release_policies/check_release.py runs the registration tests under the venv of each
-installed release (2.4, 2.11) and the pinned one.
+installed release (2.7, 2.11) and the pinned one.
 
 Run: python3 -m pytest tests/python/test_shipped_policies.py
 """

@@ -56,6 +56,8 @@ TEST(GradScalerDistributed, OnlyOneRankSeesAnInfAndBothRanksSkipAndBackOffIdenti
   options.isServer = true;
   options.waitWorkers = false;
   options.masterListenFd = listen_fd;
+  // The libuv backend takes a listening fd only from 2.8 on; the classic one in every release.
+  options.useLibUV = false;
   options.timeout = std::chrono::seconds(60);
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
 

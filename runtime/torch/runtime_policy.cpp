@@ -4,6 +4,7 @@
 #include "autocastgen/runtime/runtime_policy.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <cstdlib>
@@ -140,22 +141,33 @@ at::ScalarType promoted_type(const KernelSpec& spec, const Caster& caster, at::S
 // functor's reference. A thread already inside (or about to enter) a dropped functor would use
 // freed memory (issue 19: replacing or clearing a policy while other threads call the op). So:
 //  - one functor per (op, autocast key) stays installed while the op has a runtime policy;
-//    replacing the policy stores a new immutable KernelSpec in it, and every call loads the spec
-//    once and holds it to the end: a call finishes with the policy it started with, and a new call
+//    replacing the policy swaps in a new immutable KernelSpec, and every call takes a reference to
+//    the spec once and holds it to the end: a call finishes with the policy it started with, and a new call
 //    sees the old or the new one;
 //  - clear_runtime_policies drops the registrations (the replaced kernels come back), but every
 //    functor ever installed is kept alive by the Registry, never freed: a call that read the table
 //    before the drop still runs a live functor. A functor is a few words (its spec is freed by the
 //    last call holding it, or on the next replacement); one is kept per registration after a clear;
-//  - registrations, replacements and clears are serialised by the Registry's mutex.
+//  - registrations, replacements and clears are serialised by the Registry's mutex;
+//  - the dispatcher publishes a new kernel with a plain store into its table, which callers read
+//    without a lock: ordered on the hardware, but not in the C++ memory model (ThreadSanitizer
+//    reports the functor's construction against its first call). g_published supplies the
+//    release/acquire pair: bumped after a functor is built, read on entry to every call.
+std::atomic<uint64_t> g_published{0};
+
 class RuntimePolicyKernel final : public c10::OperatorKernel {
  public:
   explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::make_shared<const KernelSpec>(std::move(spec))) {}
 
-  void replace(KernelSpec spec) { spec_.store(std::make_shared<const KernelSpec>(std::move(spec)), std::memory_order_release); }
+  void replace(KernelSpec spec) {
+    std::shared_ptr<const KernelSpec> next = std::make_shared<const KernelSpec>(std::move(spec));
+    const std::lock_guard<std::mutex> lock(spec_mutex_);
+    spec_.swap(next);  // the old spec is released after the lock, by the last call holding it
+  }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, c10::Stack* stack) const {
-    const std::shared_ptr<const KernelSpec> held = spec_.load(std::memory_order_acquire);
+    (void)g_published.load(std::memory_order_acquire);
+    const std::shared_ptr<const KernelSpec> held = current();
     const KernelSpec& spec = *held;
     // The op may have been dropped and defined again with another schema since registration.
     TORCH_CHECK(op.schema().arguments().size() == spec.args.size(), "autocastgen: the runtime policy for ", spec.op,
@@ -197,7 +209,15 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
     return !spec.args.empty() && stack[base].isTensor() && torch::is_eligible(stack[base].toTensor(), spec.device);
   }
 
-  std::atomic<std::shared_ptr<const KernelSpec>> spec_;
+  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's unlocks its load with a relaxed
+  // store, which ThreadSanitizer reports; an uncontended lock costs about the same.
+  [[nodiscard]] std::shared_ptr<const KernelSpec> current() const {
+    const std::lock_guard<std::mutex> lock(spec_mutex_);
+    return spec_;
+  }
+
+  mutable std::mutex spec_mutex_;
+  std::shared_ptr<const KernelSpec> spec_;
 };
 
 
@@ -236,6 +256,14 @@ RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
   return result;
 }
 
+// c10::parseDispatchKey fills a function-local static map in libc10 on first use: thread-safe,
+// but uninstrumented, so ThreadSanitizer reports concurrent first calls. Ours go one at a time.
+c10::DispatchKey dispatch_key_of(const std::string& key) {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  return c10::parseDispatchKey(key);
+}
+
 c10::DeviceType device_type_of(const std::string& device) {
   if (device == "privateuseone") return c10::DeviceType::PrivateUse1;
   return c10::Device(device).type();
@@ -251,7 +279,7 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
                   .op = ns + "::" + name.unqualified(),
                   .policy = entry.policy,
                   .device = device_type_of(resolved.device),
-                  .key = c10::parseDispatchKey(resolved.dispatch_key),
+                  .key = dispatch_key_of(resolved.dispatch_key),
                   .args = {},
                   .dtype_arg = std::nullopt,
                   .redispatch = std::nullopt,
@@ -315,6 +343,7 @@ class Registry {
     const std::string unqualified = spec.unqualified;
     auto kernel = std::make_unique<RuntimePolicyKernel>(std::move(spec));
     RuntimePolicyKernel* raw = kernel.get();
+    g_published.fetch_add(1, std::memory_order_release);
     library->impl(unqualified.c_str(), ::torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
     kept_.push_back(c10::intrusive_ptr<c10::OperatorKernel>::reclaim_copy(raw));
     installed_.emplace(id, Installed{std::move(library), raw});

@@ -374,11 +374,21 @@ std::string quoted(std::string_view text, const std::string& call) {
   }
 }
 
+// `text` with control characters but newline and tab (a NUL would cut the raised message) as \xNN.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) out += c10::str("\\x", "0123456789abcdef"[(c >> 4) & 0xF], "0123456789abcdef"[c & 0xF]);
+    else out.push_back(c);
+  }
+  return out;
+}
+
 // Diagnostics of a single call name no file: just `error: message`.
 std::string without_location(const DiagnosticEngine& diags) {
   std::string text;
   for (const Diagnostic& d : diags.diagnostics())
-    if (d.severity == Severity::error) text += "\nerror: " + d.message;
+    if (d.severity == Severity::error) text += "\nerror: " + printable(d.message);
   return text;
 }
 
@@ -391,7 +401,8 @@ bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key) { re
 }  // namespace detail
 
 void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device, std::string_view message) {
-  const std::string call = c10::str("autocastgen: register_runtime_policy('", op, "', '", policy, "', '", device, "'",
+  const std::string call = c10::str("autocastgen: register_runtime_policy('", printable(op), "', '", printable(policy), "', '",
+                                    printable(device), "'",
                                     message.empty() ? "" : ", <message>", ") failed:");
   // The call as a one-entry policy file, so the loader and resolver check it as the CLI would: a
   // banned op without a message, or a message for another policy, get the file checker's error.
@@ -428,13 +439,13 @@ size_t load_runtime_policy_file(const std::string& path) {
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
-  const std::string context = c10::str("autocastgen: the runtime policy ", path, " has errors:\n");
+  const std::string context = c10::str("autocastgen: the runtime policy ", printable(path), " has errors:\n");
   std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
-  TORCH_CHECK(chain && !diags.has_errors(), context, messages.str());
+  TORCH_CHECK(chain && !diags.has_errors(), context, printable(messages.str()));
   const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(*chain, registered.schemas, diags, running_release());
-  TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
+  TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
   return install(*resolved);
 }
 

@@ -2,9 +2,12 @@
 // files whose content changed (atomically), and writes nothing at all when there were errors.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <vector>
+
+#include <sys/types.h>
 
 #include "support/diagnostics.h"
 
@@ -37,7 +40,15 @@ class OutputWriter {
 };
 
 // Writes `content` to `path` unless it already holds exactly that; via a temporary file and a
-// rename, so readers never see half a file. Returns false and sets `error` on failure.
-bool write_if_changed(const std::filesystem::path& path, const std::string& content, bool& changed, std::string& error);
+// rename, so readers never see half a file. Returns false and sets `error` (the system's words:
+// "File too large", "No space left on device") on failure; the temporary is gone then and `path`
+// is as it was. Survives SIGXFSZ; SIGINT, SIGTERM and SIGHUP remove the temporary before they end
+// the process (Note [output under faults] in output_writer.cpp).
+[[nodiscard]] bool write_if_changed(const std::filesystem::path& path, const std::string& content, bool& changed,
+                                    std::string& error);
+
+// Test seam for fault injection: the write(2) used for temporaries (nullptr: ::write).
+using WriteFunction = ssize_t (*)(int fd, const void* data, size_t size);
+void set_write_function_for_testing(WriteFunction write);
 
 }  // namespace autocastgen::emit

@@ -97,6 +97,23 @@ class FileParser {
                    exact ? static_cast<uint32_t>(node.scalar().size()) : node.source_length()};
   }
 
+  // A banned op's message is raised as written and emitted into a C++ literal: printable text,
+  // newlines and tabs. Reports the first other control character (an escape such as "\0" included).
+  bool printable_message(const YamlNode& node) {
+    const std::string& text = node.scalar();
+    for (size_t i = 0; i < text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(text[i]);
+      if ((c >= 0x20 && c != 0x7F) || c == '\n' || c == '\t') continue;
+      const std::optional<SourceLocation> exact = node.exact_text_location();
+      const SourceLocation where = exact ? SourceLocation{exact->file, exact->offset + static_cast<uint32_t>(i)} : node.location();
+      diags_.error(where, fmt::format("'message:' holds {}; a message must be printable text (newlines and tabs allowed)",
+                                      c == 0 ? std::string("a NUL byte") : fmt::format("control character U+{:04X}", c)),
+                   exact ? 1 : node.source_length());
+      return false;
+    }
+    return true;
+  }
+
   // A sequence, or null (an empty list). Reports anything else.
   const std::vector<YamlNode>* sequence(const YamlNode& node, std::string_view what) {
     static const std::vector<YamlNode> kEmpty;
@@ -304,7 +321,7 @@ class FileParser {
             return;
           }
           entry.message = scalar(*value, "'message:' must be a non-empty string");
-          if (!entry.message) return;
+          if (!entry.message || !printable_message(*value)) return;
         } else if (key == "since" || key == "until") {
           if (!parse_gate_bound(key, *value, entry.gate)) return;
         }

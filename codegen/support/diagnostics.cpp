@@ -32,7 +32,8 @@ std::string DiagnosticEngine::format(const Diagnostic& d) const {
   std::string text = fmt::format("{}:{}:{}: {}: {}\n", sources_.name(d.location.file), lc.line, lc.column,
                                  severity_name(d.severity), d.message);
   const std::string_view line = sources_.line_text(d.location);
-  text.append(line);
+  // Control bytes (a NUL, a UTF-16 file) print as '?': one column each, so the caret lines up.
+  for (char c : line) text.push_back((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7F ? '?' : c);
   text.push_back('\n');
   // Keep tabs so the caret lines up under the same bytes in a terminal.
   for (uint32_t i = 0; i + 1 < lc.column && i < line.size(); ++i) text.push_back(line[i] == '\t' ? '\t' : ' ');

@@ -170,11 +170,13 @@ class YamlTreeBuilder : public YAML::EventHandler {
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value style) override {
+    check_depth(mark);
     open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value style) override {
+    check_depth(mark);
     open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
   }
   void OnMapEnd() override { close(); }
@@ -187,6 +189,12 @@ class YamlTreeBuilder : public YAML::EventHandler {
     size_t nodes;  // this node and everything under it so far
     bool flow;     // `[...]` or `{...}`
   };
+
+  // A collection opening at `mark` one level past kMaxYamlDepth ends the parse there.
+  void check_depth(const YAML::Mark& mark) const {
+    if (open_.size() >= kMaxYamlDepth)
+      throw YAML::ParserException(mark, fmt::format("nesting deeper than {} levels", kMaxYamlDepth));
+  }
 
   // yaml-cpp marks an empty value (`key:` with nothing after it) at the next token, often on a
   // later line; place it right after the last content before that token instead. Written nulls
@@ -320,6 +328,79 @@ std::vector<uint32_t> chunk_starts(std::string_view text, size_t chunks) {
   return starts;
 }
 
+// Note [bytes YAML cannot hold]
+// yaml-cpp reads UTF-16 and UTF-32 files, NUL and other control bytes without a word and then
+// fails on something else ("expected ':' after the mapping key", "unknown escape character",
+// "bad file" for deep nesting: issue 19). So before parsing: a byte-order mark or the NUL pattern
+// of YAML 1.2 section 5.2 (`00 xx`, `xx 00`, `00 00 00 xx`, `xx 00 00 00` at the start) names the
+// encoding; then every control character YAML forbids (C0 but tab, LF and CR; DEL; C1 but NEL) and
+// every byte that is not UTF-8 is an error at its offset (at most kMaxByteErrors of them, then a
+// count). Nesting is limited while the tree is built (kMaxYamlDepth).
+constexpr size_t kMaxByteErrors = 10;
+
+// "UTF-16LE" and the like when `text` is in a UTF-16 or UTF-32 encoding, else empty.
+std::string_view wide_encoding(std::string_view text) {
+  auto at = [&](size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0x100; };
+  if (at(0) == 0x00 && at(1) == 0x00 && at(2) == 0xFE && at(3) == 0xFF) return "UTF-32BE";
+  if (at(0) == 0xFF && at(1) == 0xFE && at(2) == 0x00 && at(3) == 0x00) return "UTF-32LE";
+  if (at(0) == 0xFE && at(1) == 0xFF) return "UTF-16BE";
+  if (at(0) == 0xFF && at(1) == 0xFE) return "UTF-16LE";
+  if (at(0) == 0x00 && at(1) == 0x00 && at(2) == 0x00 && at(3) != 0x100) return "UTF-32BE";
+  if (at(0) != 0x00 && at(1) == 0x00 && at(2) == 0x00 && at(3) == 0x00) return "UTF-32LE";
+  if (at(0) == 0x00 && at(1) != 0x100) return "UTF-16BE";
+  if (at(0) != 0x00 && at(0) != 0x100 && at(1) == 0x00) return "UTF-16LE";
+  return {};
+}
+
+// Length of the UTF-8 sequence at `i` (0 when it is not one), and its code point.
+size_t utf8_sequence(std::string_view text, size_t i, uint32_t& code_point) {
+  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
+  const unsigned lead = byte(i);
+  size_t length = 0;
+  if (lead < 0x80) length = 1, code_point = lead;
+  else if (lead >= 0xC2 && lead <= 0xDF) length = 2, code_point = lead & 0x1F;
+  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code_point = lead & 0x0F;
+  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code_point = lead & 0x07;
+  else return 0;
+  for (size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code_point < kMinimum[length] || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) return 0;
+  return length;
+}
+
+// Note [bytes YAML cannot hold]. Returns false when it reported anything.
+[[nodiscard]] bool check_bytes(uint32_t file, std::string_view text, DiagnosticEngine& diags) {
+  if (const std::string_view encoding = wide_encoding(text); !encoding.empty()) {
+    diags.error({file, 0}, fmt::format("file is {} ({}-endian); policy and schema files must be UTF-8", encoding.substr(0, 6),
+                                       encoding.ends_with("LE") ? "little" : "big"));
+    return false;
+  }
+  size_t found = 0;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t code_point = 0;
+    const size_t length = utf8_sequence(text, i, code_point);
+    std::string problem;
+    if (length == 0) {
+      problem = fmt::format("byte 0x{:02X} is not UTF-8; policy and schema files must be UTF-8",
+                            static_cast<unsigned char>(text[i]));
+    } else if (code_point == 0) {
+      problem = "NUL byte; YAML text cannot hold control characters";
+    } else if ((code_point < 0x20 && code_point != '\t' && code_point != '\n' && code_point != '\r') ||
+               code_point == 0x7F || (code_point >= 0x80 && code_point <= 0x9F && code_point != 0x85)) {
+      problem = fmt::format("control character U+{:04X}; YAML text cannot hold control characters", code_point);
+    }
+    if (!problem.empty() && ++found <= kMaxByteErrors) diags.error({file, static_cast<uint32_t>(i)}, problem);
+    i += std::max<size_t>(length, 1);
+  }
+  if (found > kMaxByteErrors)
+    diags.error({file, 0}, fmt::format("{} more bytes that are not UTF-8 text (the first {} are shown)", found - kMaxByteErrors,
+                                       kMaxByteErrors));
+  return found == 0;
+}
+
 void report_tab_indentation(const SourceManager& sources, uint32_t file, std::string_view text, DiagnosticEngine& diags) {
   size_t line_start = 0;
   while (line_start < text.size()) {
@@ -341,6 +422,7 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
   const std::string_view text = sources.text(file);
   const size_t errors_before = diags.error_count();
   if (options.chunks_used) *options.chunks_used = 1;
+  if (!check_bytes(file, text, diags)) return std::nullopt;
   report_tab_indentation(sources, file, text, diags);
   if (diags.error_count() != errors_before) return std::nullopt;
   // yaml-cpp drops a byte-order mark without counting it in its marks: parse from past it.

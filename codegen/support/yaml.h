@@ -66,9 +66,14 @@ struct YamlParseOptions {
 // billions of nodes ("billion laughs"). Past this many copied nodes the file is rejected.
 inline constexpr size_t kMaxYamlAliasNodes = 1'000'000;
 
+// Sequences and mappings nested deeper than this are an error at the first one past it (yaml-cpp
+// would recurse on, and fail with "bad file"); policy and schema files need a handful of levels.
+inline constexpr size_t kMaxYamlDepth = 64;
+
 // Parses the single YAML document in `file`. Reports syntax errors (and tabs used for
 // indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
-// is skipped; locations still count it.
+// is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8, control
+// characters and nesting deeper than kMaxYamlDepth are errors (Note [bytes YAML cannot hold]).
 [[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
                                                  const YamlParseOptions& options = {});
 

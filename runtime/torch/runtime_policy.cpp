@@ -3,7 +3,10 @@
 // schemas registered with the dispatcher now, so the errors are the CLI's.
 #include "autocastgen/runtime/runtime_policy.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -132,30 +135,59 @@ at::ScalarType promoted_type(const KernelSpec& spec, const Caster& caster, at::S
   return current;
 }
 
+// Note [replacing a runtime policy while it runs]
+// The dispatcher calls a kernel through a raw pointer to its functor, read from the op's dispatch
+// table without a lock; registering or dropping a library rewrites that entry and drops the
+// functor's reference. A thread already inside (or about to enter) a dropped functor would use
+// freed memory (issue 19: replacing or clearing a policy while other threads call the op). So:
+//  - one functor per (op, autocast key) stays installed while the op has a runtime policy;
+//    replacing the policy swaps in a new immutable KernelSpec, and every call takes a reference to
+//    the spec once and holds it to the end: a call finishes with the policy it started with, and a new call
+//    sees the old or the new one;
+//  - clear_runtime_policies drops the registrations (the replaced kernels come back), but every
+//    functor ever installed is kept alive by the Registry, never freed: a call that read the table
+//    before the drop still runs a live functor. A functor is a few words (its spec is freed by the
+//    last call holding it, or on the next replacement); one is kept per registration after a clear;
+//  - registrations, replacements and clears are serialised by the Registry's mutex;
+//  - the dispatcher publishes a new kernel with a plain store into its table, which callers read
+//    without a lock: ordered on the hardware, but not in the C++ memory model (ThreadSanitizer
+//    reports the functor's construction against its first call). g_published supplies the
+//    release/acquire pair: bumped after a functor is built, read on entry to every call.
+std::atomic<uint64_t> g_published{0};
+
 class RuntimePolicyKernel final : public c10::OperatorKernel {
  public:
-  explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::move(spec)) {}
+  explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::make_shared<const KernelSpec>(std::move(spec))) {}
+
+  void replace(KernelSpec spec) {
+    std::shared_ptr<const KernelSpec> next = std::make_shared<const KernelSpec>(std::move(spec));
+    const std::lock_guard<std::mutex> lock(spec_mutex_);
+    spec_.swap(next);  // the old spec is released after the lock, by the last call holding it
+  }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet /*keys*/, c10::Stack* stack) const {
+    (void)g_published.load(std::memory_order_acquire);
+    const std::shared_ptr<const KernelSpec> held = current();
+    const KernelSpec& spec = *held;
     // The op may have been dropped and defined again with another schema since registration.
-    TORCH_CHECK(op.schema().arguments().size() == spec_.args.size(), "autocastgen: the runtime policy for ", spec_.op,
-                " was registered for another schema of it (", spec_.args.size(), " arguments, now ",
+    TORCH_CHECK(op.schema().arguments().size() == spec.args.size(), "autocastgen: the runtime policy for ", spec.op,
+                " was registered for another schema of it (", spec.args.size(), " arguments, now ",
                 op.schema().arguments().size(), "); register the policy again");
-    const DeviceAutocastState& state = detail::thread_device_state(spec_.device);
+    const DeviceAutocastState& state = detail::thread_device_state(spec.device);
     const bool ours = state.nesting > 0;
-    const torch::WrapperScope scope(spec_.key, spec_.op.c_str());
+    const torch::WrapperScope scope(spec.key, spec.op.c_str());
     if (ours && !state.enabled) return op.callBoxed(stack);
-    const Caster caster{ours, spec_.device};
-    const size_t base = stack->size() - spec_.args.size();
-    switch (spec_.policy) {
-      case PolicyKind::lower_precision_fp: cast_arguments(spec_, caster, caster.lower_precision(), *stack, base); break;
-      case PolicyKind::fp32: cast_arguments(spec_, caster, at::kFloat, *stack, base); break;
+    const Caster caster{ours, spec.device};
+    const size_t base = stack->size() - spec.args.size();
+    switch (spec.policy) {
+      case PolicyKind::lower_precision_fp: cast_arguments(spec, caster, caster.lower_precision(), *stack, base); break;
+      case PolicyKind::fp32: cast_arguments(spec, caster, at::kFloat, *stack, base); break;
       case PolicyKind::promote:
-        cast_arguments(spec_, caster, promoted_type(spec_, caster, caster.lower_precision(), *stack, base), *stack, base);
+        cast_arguments(spec, caster, promoted_type(spec, caster, caster.lower_precision(), *stack, base), *stack, base);
         break;
       case PolicyKind::fp32_set_opt_dtype: {
-        c10::IValue& dtype = (*stack)[base + *spec_.dtype_arg];
-        if (dtype.isNone() && first_is_eligible(*stack, base))
+        c10::IValue& dtype = (*stack)[base + *spec.dtype_arg];
+        if (dtype.isNone() && first_is_eligible(spec, *stack, base))
           dtype = static_cast<int64_t>(at::kFloat);
         break;
       }
@@ -163,21 +195,29 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
       {
         // float32, or the first argument's own dtype when it is a tensor autocast leaves alone.
         const c10::IValue& first = (*stack)[base];
-        const bool keep_own = first.isTensor() && !first_is_eligible(*stack, base);
+        const bool keep_own = first.isTensor() && !first_is_eligible(spec, *stack, base);
         stack->emplace_back(static_cast<int64_t>(keep_own ? first.toTensor().scalar_type() : at::kFloat));
       }
-        return spec_.redispatch->callBoxed(stack);
-      case PolicyKind::banned: torch::raise_banned(spec_.op.c_str(), spec_.message.c_str());
+        return spec.redispatch->callBoxed(stack);
+      case PolicyKind::banned: torch::raise_banned(spec.op.c_str(), spec.message.c_str());
     }
     op.callBoxed(stack);
   }
 
  private:
-  [[nodiscard]] bool first_is_eligible(const c10::Stack& stack, size_t base) const {
-    return !spec_.args.empty() && stack[base].isTensor() && torch::is_eligible(stack[base].toTensor(), spec_.device);
+  [[nodiscard]] static bool first_is_eligible(const KernelSpec& spec, const c10::Stack& stack, size_t base) {
+    return !spec.args.empty() && stack[base].isTensor() && torch::is_eligible(stack[base].toTensor(), spec.device);
   }
 
-  KernelSpec spec_;
+  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's unlocks its load with a relaxed
+  // store, which ThreadSanitizer reports; an uncontended lock costs about the same.
+  [[nodiscard]] std::shared_ptr<const KernelSpec> current() const {
+    const std::lock_guard<std::mutex> lock(spec_mutex_);
+    return spec_;
+  }
+
+  mutable std::mutex spec_mutex_;
+  std::shared_ptr<const KernelSpec> spec_;
 };
 
 
@@ -216,6 +256,14 @@ RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
   return result;
 }
 
+// c10::parseDispatchKey fills a function-local static map in libc10 on first use: thread-safe,
+// but uninstrumented, so ThreadSanitizer reports concurrent first calls. Ours go one at a time.
+c10::DispatchKey dispatch_key_of(const std::string& key) {
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  return c10::parseDispatchKey(key);
+}
+
 c10::DeviceType device_type_of(const std::string& device) {
   if (device == "privateuseone") return c10::DeviceType::PrivateUse1;
   return c10::Device(device).type();
@@ -231,7 +279,7 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
                   .op = ns + "::" + name.unqualified(),
                   .policy = entry.policy,
                   .device = device_type_of(resolved.device),
-                  .key = c10::parseDispatchKey(resolved.dispatch_key),
+                  .key = dispatch_key_of(resolved.dispatch_key),
                   .args = {},
                   .dtype_arg = std::nullopt,
                   .redispatch = std::nullopt,
@@ -250,6 +298,7 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
 }
 
 // Every runtime policy this process holds: the registration keeps the kernel installed.
+// Note [replacing a runtime policy while it runs].
 class Registry {
  public:
   static Registry& get() {
@@ -257,36 +306,53 @@ class Registry {
     return *registry;
   }
 
-  void install(KernelSpec spec) {
-    const std::pair<std::string, c10::DispatchKey> id{spec.op, spec.key};
+  // Installs every spec, or replaces the policy of an op that has one, under one lock.
+  void install(std::vector<KernelSpec> specs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (spec.handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
-      TORCH_WARN("autocastgen: the runtime policy ", policy::spelling(spec.policy), " for ", spec.op, " on ", spec.key,
-                 " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
-                 "runtime policy)");
-    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec.ns, spec.key, __FILE__, __LINE__);
-    const std::string unqualified = spec.unqualified;
-    library->impl(unqualified.c_str(),
-                  ::torch::CppFunction::makeFromBoxedFunctor(std::make_unique<RuntimePolicyKernel>(std::move(spec))));
-    // The new kernel is in place before the old registration goes, so no call misses both.
-    std::swap(libraries_[id], library);
+    for (KernelSpec& spec : specs) install_locked(std::move(spec));
   }
 
   bool contains(const std::string& op, c10::DispatchKey key) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return libraries_.count({op, key}) != 0;
+    return installed_.count({op, key}) != 0;
   }
 
   void clear() {
-    std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<::torch::Library>> dropped;
     std::lock_guard<std::mutex> lock(mutex_);
-    dropped.swap(libraries_);
+    installed_.clear();  // the functors stay alive in kept_
   }
 
  private:
+  using Id = std::pair<std::string, c10::DispatchKey>;
+  struct Installed {
+    std::unique_ptr<::torch::Library> library;
+    RuntimePolicyKernel* kernel;  // owned by the dispatcher and by kept_
+  };
+
+  void install_locked(KernelSpec spec) {
+    const Id id{spec.op, spec.key};
+    if (spec.handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
+      TORCH_WARN("autocastgen: the runtime policy ", policy::spelling(spec.policy), " for ", spec.op, " on ", spec.key,
+                 " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
+                 "runtime policy)");
+    if (const auto it = installed_.find(id); it != installed_.end()) {
+      it->second.kernel->replace(std::move(spec));
+      return;
+    }
+    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec.ns, spec.key, __FILE__, __LINE__);
+    const std::string unqualified = spec.unqualified;
+    auto kernel = std::make_unique<RuntimePolicyKernel>(std::move(spec));
+    RuntimePolicyKernel* raw = kernel.get();
+    g_published.fetch_add(1, std::memory_order_release);
+    library->impl(unqualified.c_str(), ::torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
+    kept_.push_back(c10::intrusive_ptr<c10::OperatorKernel>::reclaim_copy(raw));
+    installed_.emplace(id, Installed{std::move(library), raw});
+  }
+
   std::mutex mutex_;
-  std::map<std::pair<std::string, c10::DispatchKey>, std::unique_ptr<::torch::Library>> libraries_;
-  std::set<std::pair<std::string, c10::DispatchKey>> logged_;
+  std::map<Id, Installed> installed_;
+  std::vector<c10::intrusive_ptr<c10::OperatorKernel>> kept_;
+  std::set<Id> logged_;
 };
 
 // Installs every entry of a resolved policy; all are looked up before the first is installed, so
@@ -294,15 +360,35 @@ class Registry {
 size_t install(const policy::ResolvedPolicy& resolved) {
   std::vector<KernelSpec> specs;
   for (const policy::ResolvedEntry& entry : resolved.entries) specs.push_back(kernel_spec(entry, resolved));
-  for (KernelSpec& spec : specs) Registry::get().install(std::move(spec));
-  return specs.size();
+  const size_t count = specs.size();
+  Registry::get().install(std::move(specs));
+  return count;
+}
+
+// `text` as a JSON string, which is a YAML double-quoted scalar; a c10::Error when it is not UTF-8.
+std::string quoted(std::string_view text, const std::string& call) {
+  try {
+    return nlohmann::json(text).dump();
+  } catch (const nlohmann::json::exception&) {
+    TORCH_CHECK(false, call, "\nerror: an argument is not UTF-8 text");
+  }
+}
+
+// `text` with control characters but newline and tab (a NUL would cut the raised message) as \xNN.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) out += c10::str("\\x", "0123456789abcdef"[(c >> 4) & 0xF], "0123456789abcdef"[c & 0xF]);
+    else out.push_back(c);
+  }
+  return out;
 }
 
 // Diagnostics of a single call name no file: just `error: message`.
 std::string without_location(const DiagnosticEngine& diags) {
   std::string text;
   for (const Diagnostic& d : diags.diagnostics())
-    if (d.severity == Severity::error) text += "\nerror: " + d.message;
+    if (d.severity == Severity::error) text += "\nerror: " + printable(d.message);
   return text;
 }
 
@@ -314,20 +400,23 @@ bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key) { re
 
 }  // namespace detail
 
-void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device) {
-  const std::string call = c10::str("autocastgen: register_runtime_policy('", op, "', '", policy, "', '", device, "') failed:");
-  // The call as a one-entry policy file, so the loader and resolver check it as the CLI would.
-  const std::string entry = policy == "banned"
-                                ? nlohmann::json({{"op", op}, {"message", "banned by a runtime policy"}}).dump()
-                                : nlohmann::json(op).dump();
-  const std::string text = c10::str("autocast:\n  device: ", nlohmann::json(device).dump(), "\nlists:\n  ",
-                                    nlohmann::json(policy).dump(), ": [", entry, "]\n");
+void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device, std::string_view message) {
+  const std::string call = c10::str("autocastgen: register_runtime_policy('", printable(op), "', '", printable(policy), "', '",
+                                    printable(device), "'",
+                                    message.empty() ? "" : ", <message>", ") failed:");
+  // The call as a one-entry policy file, so the loader and resolver check it as the CLI would: a
+  // banned op without a message, or a message for another policy, get the file checker's error.
+  const std::string entry =
+      message.empty() ? quoted(op, call) : c10::str("{\"op\": ", quoted(op, call), ", \"message\": ", quoted(message, call), "}");
+  const std::string text = c10::str("autocast:\n  device: ", quoted(device, call), "\nlists:\n  ", quoted(policy, call),
+                                    ": [", entry, "]\n");
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
   const uint32_t file = sources.add_buffer("<register_runtime_policy>", text);
   std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, file, diags);
-  TORCH_CHECK(parsed && !diags.has_errors(), call, without_location(diags));
+  TORCH_CHECK(parsed && !diags.has_errors(), call, without_location(diags),
+              policy == "banned" && message.empty() ? "\nnote: pass the message as the fourth argument" : "");
   const std::optional<policy::OpPattern> pattern = policy::parse_op_pattern(op);
   std::vector<policy::PolicyFile> chain;
   chain.push_back(std::move(*parsed));
@@ -350,13 +439,13 @@ size_t load_runtime_policy_file(const std::string& path) {
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
-  const std::string context = c10::str("autocastgen: the runtime policy ", path, " has errors:\n");
+  const std::string context = c10::str("autocastgen: the runtime policy ", printable(path), " has errors:\n");
   std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
-  TORCH_CHECK(chain && !diags.has_errors(), context, messages.str());
+  TORCH_CHECK(chain && !diags.has_errors(), context, printable(messages.str()));
   const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(*chain, registered.schemas, diags, running_release());
-  TORCH_CHECK(resolved && !diags.has_errors(), context, messages.str());
+  TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
   return install(*resolved);
 }
 
@@ -386,9 +475,9 @@ const bool environment_policy_loaded = [] {
 
 // The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("register_runtime_policy(str op, str policy, str device) -> ()",
-        [](const std::string& op, const std::string& policy, const std::string& device) {
-          autocastgen::register_runtime_policy(op, policy, device);
+  m.def("register_runtime_policy(str op, str policy, str device, str message=\"\") -> ()",
+        [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message) {
+          autocastgen::register_runtime_policy(op, policy, device, message);
         });
   m.def("load_runtime_policy_file(str path) -> int",
         [](const std::string& path) { return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path)); });

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -67,11 +68,14 @@ def _clear():
     torch.ops.autocastgen.clear_runtime_policies()
 
 
-def register(op, policy, device="cpu"):
-    """register_runtime_policy without the replacement warning (tested on its own)."""
+def register(op, policy, device="cpu", message=None):
+    """register_runtime_policy without the replacement warning (tested on its own); banned gets
+    the message "banned by a runtime policy" unless one is given."""
+    if message is None:
+        message = "banned by a runtime policy" if policy == "banned" else ""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.ops.autocastgen.register_runtime_policy(op, policy, device)
+        torch.ops.autocastgen.register_runtime_policy(op, policy, device, message)
 
 
 def register_recording_warnings(op, policy, device="cpu"):
@@ -849,3 +853,64 @@ def test_gradients_through_custom_op_and_cast_cache():
     with cpu_autocast(cache_enabled=False):
         scale(x, w), scale(x, w)
     assert seen[0][2] != seen[1][2]             # no cache: two casts (both alive in `seen`)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 19: replacing and clearing while other threads call the op; one rule for banned messages.
+
+def test_replace_and_clear_while_other_threads_call():
+    """The issue's reproduction: 8 threads register fp32 or lower_precision_fp for aten::tanh and
+    call it under torch.autocast; every 10th iteration clears. It died with SIGSEGV (the issue ran
+    200 iterations; 60 keep this at ~15 s, each registration reads every aten schema; the C++
+    stress test, tests/stress, runs more)."""
+    _not_in_pytorch_cpu_lists("aten::tanh")
+    x = torch.linspace(-3, 3, 64)
+    expected = torch.tanh(x)
+    errors = []
+
+    def work(index):
+        try:
+            for i in range(60):
+                register("aten::tanh", "fp32" if (index + i) % 2 else "lower_precision_fp")
+                with cpu_autocast():
+                    y = torch.tanh(x)
+                assert y.dtype in (F32, BF16), y.dtype
+                assert torch.allclose(y.float(), expected, atol=1e-2)
+                if i % 10 == 9:
+                    torch.ops.autocastgen.clear_runtime_policies()
+        except Exception as e:  # noqa: BLE001 - reported on the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+
+
+def test_banned_needs_a_message_with_the_files_wording(tmp_path):
+    with pytest.raises(RuntimeError) as error:
+        torch.ops.autocastgen.register_runtime_policy("aten::tanh", "banned", "cpu")
+    runtime = [line for line in str(error.value).splitlines() if line.startswith("error: ")]
+    assert runtime == cli_errors("autocast:\n  device: cpu\nlists:\n  banned: [aten::tanh]\n", tmp_path)
+    assert "note: pass the message as the fourth argument" in str(error.value)
+    with pytest.raises(RuntimeError, match="'message:' is only meaningful in banned, not in fp32"):
+        torch.ops.autocastgen.register_runtime_policy("aten::tanh", "fp32", "cpu", "why")
+    assert not has_kernel("aten::tanh")
+
+
+@pytest.mark.parametrize("bad,wording", [("cut\0here", "a NUL byte"), ("bell\a", "control character U+0007"),
+                                         ("cr\rlf", "control character U+000D")])
+def test_banned_message_with_control_characters_is_refused(bad, wording):
+    with pytest.raises(RuntimeError, match=re.escape(f"error: 'message:' holds {wording}")):
+        torch.ops.autocastgen.register_runtime_policy("aten::tanh", "banned", "cpu", bad)
+    assert not has_kernel("aten::tanh")
+
+
+def test_banned_message_is_raised_as_written():
+    message = 'quotes " \' \\ */ R"( {} %s\nsecond line\tand a tab'
+    register("aten::tanh", "banned", message=message)
+    with cpu_autocast(), pytest.raises(RuntimeError) as error:
+        torch.tanh(torch.randn(3))
+    assert f"aten::tanh: {message}" in str(error.value)

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -141,11 +142,42 @@ TEST_F(RuntimePolicy, SetOptDtypeAndAppendDtypeOnAtenOps) {
 }
 
 TEST_F(RuntimePolicy, BannedRaisesWithTheOpName) {
-  register_runtime_policy("acg_cpp_test::probe", "banned", "cpu");
+  register_runtime_policy("acg_cpp_test::probe", "banned", "cpu", "use probe_list");
   EXPECT_EQ(call_probe(x, y), (std::vector{at::kFloat, at::kFloat})) << "banned only under autocast";
   const AutocastScope scope(at::kCPU);
   const std::string error = error_of([&] { call_probe(x, y); });
-  EXPECT_NE(error.find("acg_cpp_test::probe: banned by a runtime policy"), std::string::npos) << error;
+  EXPECT_NE(error.find("acg_cpp_test::probe: use probe_list"), std::string::npos) << error;
+}
+
+// Issue 19, finding 5: one rule for banned, the policy files' (with their wording).
+TEST_F(RuntimePolicy, BannedNeedsAMessageAndOnlyBannedTakesOne) {
+  std::string error = error_of([&] { register_runtime_policy("acg_cpp_test::probe", "banned", "cpu"); });
+  EXPECT_NE(error.find("error: banned op 'acg_cpp_test::probe' needs a message for its users"), std::string::npos) << error;
+  EXPECT_NE(error.find("note: pass the message as the fourth argument"), std::string::npos) << error;
+  error = error_of([&] { register_runtime_policy("acg_cpp_test::probe", "fp32", "cpu", "why"); });
+  EXPECT_NE(error.find("error: 'message:' is only meaningful in banned, not in fp32"), std::string::npos) << error;
+  EXPECT_FALSE(has_kernel("acg_cpp_test::probe", "", c10::DispatchKey::AutocastCPU));
+}
+
+// Issue 19, finding 4: a message is raised exactly as given; control characters are refused.
+TEST_F(RuntimePolicy, BannedMessagesAreTextAsWritten) {
+  const std::string message = "quotes \" ' \\ */ R\"( {} %s\nsecond line\tand a tab";
+  register_runtime_policy("acg_cpp_test::probe", "banned", "cpu", message);
+  {
+    const AutocastScope scope(at::kCPU);
+    const std::string error = error_of([&] { call_probe(x, y); });
+    EXPECT_NE(error.find("acg_cpp_test::probe: " + message), std::string::npos) << error;
+  }
+  autocastgen::clear_runtime_policies();
+  for (const auto& [bad, wording] : {std::pair{std::string("cut\0here", 8), "holds a NUL byte"},
+                                     std::pair{std::string("bell\a"), "holds control character U+0007"},
+                                     std::pair{std::string("cr\r"), "holds control character U+000D"}}) {
+    const std::string error = error_of([&] { register_runtime_policy("acg_cpp_test::probe", "banned", "cpu", bad); });
+    EXPECT_NE(error.find(std::string("error: 'message:' ") + wording), std::string::npos) << error;
+  }
+  EXPECT_FALSE(has_kernel("acg_cpp_test::probe", "", c10::DispatchKey::AutocastCPU));
+  const std::string error = error_of([&] { register_runtime_policy("acg_cpp_test::probe", "banned", "cpu", std::string("\xff\xfe")); });
+  EXPECT_NE(error.find("error: an argument is not UTF-8 text"), std::string::npos) << error;
 }
 
 TEST_F(RuntimePolicy, ReplacesPyTorchsKernelAndClearingRestoresIt) {

@@ -11,12 +11,16 @@ namespace autocastgen {
 
 // Gives `op` (`ns::name` or `ns::name.overload`; a bare name means aten) the policy `policy`
 // (lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned) on
-// `device` (cpu, cuda, ...). Replaces what the op had on that autocast key (a generated wrapper,
+// `device` (cpu, cuda, ...), with `message` for banned (and only for banned: the rule of policy
+// files, with their wording; printable text, newlines and tabs allowed). Replaces what the op had on that autocast key (a generated wrapper,
 // PyTorch's kernel or an earlier runtime policy; a replaced kernel is logged once). Throws
 // c10::Error with the CLI's message for an unknown op, an ineligible overload or an unknown
 // policy or device; nothing is registered then. The kernel reads autocastgen's state when an
 // AutocastScope is on for the device, else PyTorch's at::autocast state (torch.autocast).
-TORCH_API void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device);
+// Safe at any time from any thread, as is clear_runtime_policies: a call of the op in flight
+// finishes with the policy it started with, a new call sees the old or the new one.
+TORCH_API void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device,
+                                       std::string_view message = {});
 
 // Loads a policy file (the policy language of docs/policy-language.md, resolved against the ops
 // registered now) and registers every entry as above. Throws c10::Error whose message holds the

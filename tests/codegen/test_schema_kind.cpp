@@ -96,6 +96,12 @@ TEST(Eligibility, OnlyFunctionalOverloadsWithTensorInputs) {
       {"cat(Tensor[] tensors, int dim=0) -> Tensor", true, ""},
       {"index.Tensor(Tensor self, Tensor?[] indices) -> Tensor", true, ""},
       {"f(Tensor? weight) -> Tensor", true, ""},
+      // Named-tensor overloads (releases up to 2.12) are wrapped like any other.
+      {"softmax.Dimname(Tensor self, Dimname dim, *, ScalarType? dtype=None) -> Tensor", true, ""},
+      {"align_to(Tensor(a) self, Dimname[] names) -> Tensor(a)", true, ""},
+      {"refine_names(Tensor(a) self, Dimname[]? names) -> Tensor(a)", true, ""},
+      {"rename_(Tensor(a!) self, Dimname[]? names) -> Tensor(a!)", false,
+       "it is an in-place overload; only functional overloads autocast"},
       {"relu_(Tensor(a!) self) -> Tensor(a!)", false, "it is an in-place overload; only functional overloads autocast"},
       {"mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)", false,
        "it is an out= overload; only functional overloads autocast"},
@@ -106,6 +112,8 @@ TEST(Eligibility, OnlyFunctionalOverloadsWithTensorInputs) {
       {"arange(Scalar end, *, ScalarType? dtype=None) -> Tensor", false,
        "it has no Tensor-like input that could be floating point"},
       {"f(__torch__.torch.classes.ns.C c) -> Tensor", false, "it has no Tensor-like input that could be floating point"},
+      {"f(Dimname[] names, *, ScalarType? dtype=None) -> Tensor", false,
+       "it has no Tensor-like input that could be floating point"},
   };
   for (const Case& c : cases) {
     const auto parsed = parse_schema(c.schema);

@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
+#include <functional>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -87,8 +89,12 @@ at::Tensor call(const std::string& op, const at::Tensor& x) {
   return handle.call(x);
 }
 
+// Clears happen between waves of 10 iterations, while no thread calls: unregistering a kernel
+// rewrites the op's dispatch-table entry, which PyTorch's callers read without a lock, and a call
+// racing with it can run the key's fallthrough kernel, which PyTorch aborts ("fallthrough_kernel was
+// executed"). Registering and replacing while other threads call is what this test stresses.
 void worker(const std::string& op, int index, int count, const at::Tensor& x, const at::Tensor& expected,
-            Failures& failures, std::atomic<int>& calls) {
+            Failures& failures, std::atomic<int>& calls, std::barrier<std::function<void()>>& wave) {
   const bool torch_state = index % 2 == 0;
   for (int i = 0; i < count; ++i) {
     const char* policy = (index + i) % 2 == 0 ? "fp32" : "lower_precision_fp";
@@ -110,10 +116,10 @@ void worker(const std::string& op, int index, int count, const at::Tensor& x, co
         failures.add(who + "dtype " + c10::toString(y.scalar_type()));
       else if (!at::allclose(y.to(at::kFloat), expected, /*rtol=*/1e-2, /*atol=*/1e-2))
         failures.add(who + "wrong values");
-      if (i % 10 == 9) autocastgen::clear_runtime_policies();
     } catch (const c10::Error& error) {
       failures.add("thread " + std::to_string(index) + ": " + error.what_without_backtrace());
     }
+    if (i % 10 == 9) wave.arrive_and_wait();  // the last to arrive clears
   }
 }
 
@@ -122,9 +128,10 @@ void register_replace_and_clear_while_calling(const std::string& op, int count) 
   const at::Tensor expected = at::tanh(x);
   Failures failures;
   std::atomic<int> calls{0};
+  std::barrier<std::function<void()>> wave(kThreads, std::function<void()>([] { autocastgen::clear_runtime_policies(); }));
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] { worker(op, t, count, x, expected, failures, calls); });
+    threads.emplace_back([&, t] { worker(op, t, count, x, expected, failures, calls, wave); });
   for (std::thread& thread : threads) thread.join();
   failures.report();
   EXPECT_EQ(calls.load(), kThreads * count);

@@ -329,6 +329,9 @@ const std::map<std::string, std::string>& may_throw() {
       {"mkldnn_rnn_layer/float16",
        "oneDNN has no float16 LSTM primitive on CPUs without native float16 support (\"could not create a "
        "primitive descriptor for the LSTM forward propagation primitive\")"},
+      {"mkldnn_rnn_layer/bfloat16",
+       "oneDNN has no bfloat16 LSTM primitive on CPUs without AVX-512 (seen on AMD EPYC with AVX2 only: the "
+       "same message)"},
   };
   return table;
 }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "emit/policy_json.h"
 #include "policy/resolver.h"
 
 namespace autocastgen::audit {
@@ -17,7 +18,7 @@ using policy::PolicyKind;
 namespace {
 
 std::string op_key(const model::OperatorName& name) {
-  return name.ns.empty() || name.ns == model::kDefaultNamespace ? name.name : name.ns + "::" + name.name;
+  return name.is_aten() ? name.name : name.ns + "::" + name.name;
 }
 
 std::string percent(size_t part, size_t whole) {
@@ -25,23 +26,23 @@ std::string percent(size_t part, size_t whole) {
 }
 
 // How per-op listings name an overload: as policies write it (`pow.Scalar`, `mm`).
-std::string overload_label(const model::FunctionSchema& schema) { return policy::display_name(schema); }
+std::string overload_label(const model::FunctionSchema& schema) { return schema.name().display(); }
 
-std::string entry_detail(const SnapshotEntry& e) {
-  if (e.policy == PolicyKind::fp32_append_dtype && !e.redispatch.empty()) return fmt::format("calls `{}`", e.redispatch);
+std::string entry_detail(const policy::ResolvedEntry& e) {
+  if (e.policy == PolicyKind::fp32_append_dtype && !e.redispatch_op.empty()) return fmt::format("calls `{}`", e.redispatch_op);
   if (e.policy == PolicyKind::banned) return e.message;
   return "";
 }
 
 }  // namespace
 
-CoverageReport compute_coverage(const PolicySnapshot& policy, const model::SchemaSet& schemas, std::vector<std::string> schema_files) {
+CoverageReport compute_coverage(const policy::ResolvedPolicy& policy, const model::SchemaSet& schemas, std::vector<std::string> schema_files) {
   CoverageReport report;
   report.policy = &policy;
   report.schema_files = std::move(schema_files);
   std::unordered_set<const model::FunctionSchema*> covered;
-  std::map<std::string, std::vector<const SnapshotEntry*>> listed_by_op;
-  for (const SnapshotEntry& e : policy.entries) {
+  std::map<std::string, std::vector<const policy::ResolvedEntry*>> listed_by_op;
+  for (const policy::ResolvedEntry& e : policy.entries) {
     if (e.schema) {
       covered.insert(e.schema);
       listed_by_op[op_key(e.schema->name())].push_back(&e);
@@ -75,7 +76,7 @@ CoverageReport compute_coverage(const PolicySnapshot& policy, const model::Schem
 }
 
 std::string coverage_markdown(const CoverageReport& report, const SourceManager& sources) {
-  const PolicySnapshot& p = *report.policy;
+  const policy::ResolvedPolicy& p = *report.policy;
   std::string out;
   out += fmt::format("# Autocast coverage: {}\n\n", p.name);
   out += fmt::format("Device `{}` ({}), lower precision {}; op schemas: {}.\n\n", p.device, p.dispatch_key,
@@ -88,9 +89,9 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
   out += fmt::format("| **total** | **{}** |\n\n", p.entries.size());
 
   out += "## Listed overloads\n\n| op | policy | detail | listed at |\n|---|---|---|---|\n";
-  for (const SnapshotEntry& e : p.entries)
+  for (const policy::ResolvedEntry& e : p.entries)
     out += fmt::format("| `{}` | {} | {} | {} |\n", e.op, policy::spelling(e.policy), markdown_cell(entry_detail(e)),
-                       location_text(sources, e.location));
+                       sources.location_text(e.location));
   out += "\n## Not covered, by family\n\n";
   out += "Eligible overloads (functional, with a Tensor input) that no list names, grouped by a name heuristic\n"
          "(docs/audit.md, \"Families\"). The hint says where PyTorch's own lists tend to put such ops; each op\n"
@@ -105,7 +106,7 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
       std::vector<std::string> names;
       for (const model::FunctionSchema* s : op.overloads) names.push_back(fmt::format("`{}`", overload_label(*s)));
       std::vector<std::string> listed;
-      for (const SnapshotEntry* e : op.listed) listed.push_back(fmt::format("`{}` ({})", e->op, policy::spelling(e->policy)));
+      for (const policy::ResolvedEntry* e : op.listed) listed.push_back(fmt::format("`{}` ({})", e->op, policy::spelling(e->policy)));
       out += fmt::format("| `{}` | {} | {} |\n", op.op, fmt::join(names, ", "), fmt::join(listed, ", "));
     }
   }
@@ -113,15 +114,14 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
 }
 
 nlohmann::ordered_json coverage_json(const CoverageReport& report, const SourceManager& sources) {
-  const PolicySnapshot& p = *report.policy;
+  const policy::ResolvedPolicy& p = *report.policy;
   nlohmann::ordered_json out;
   out["policy"] = p.name;
   out["device"] = p.device;
   out["dispatch_key"] = p.dispatch_key;
   out["lower_precision"] = p.lower_precision;
   out["schemas"] = report.schema_files;
-  nlohmann::ordered_json counts;
-  for (PolicyKind kind : policy::kAllPolicies) counts[std::string(policy::spelling(kind))] = p.count(kind);
+  nlohmann::ordered_json counts = emit::counts_json(p);
   counts["total"] = p.entries.size();
   out["counts"] = counts;
   out["eligible"] = {{"overloads", report.eligible},
@@ -129,13 +129,9 @@ nlohmann::ordered_json coverage_json(const CoverageReport& report, const SourceM
                      {"not_listed", report.eligible - report.covered},
                      {"not_listed_ops", report.uncovered_ops}};
   out["ops"] = nlohmann::ordered_json::array();
-  for (const SnapshotEntry& e : p.entries) {
-    nlohmann::ordered_json o;
-    o["op"] = e.op;
-    o["policy"] = policy::spelling(e.policy);
-    if (!e.redispatch.empty()) o["redispatch"] = e.redispatch;
-    if (e.policy == PolicyKind::banned) o["message"] = e.message;
-    o["source"] = location_text(sources, e.location);
+  for (const policy::ResolvedEntry& e : p.entries) {
+    nlohmann::ordered_json o = emit::entry_json(e);
+    o["source"] = sources.location_text(e.location);
     out["ops"].push_back(std::move(o));
   }
   out["not_covered"] = nlohmann::ordered_json::array();
@@ -153,7 +149,7 @@ nlohmann::ordered_json coverage_json(const CoverageReport& report, const SourceM
       for (const model::FunctionSchema* s : op.overloads) o["overloads"].push_back(overload_label(*s));
       if (!op.listed.empty()) {
         o["listed"] = nlohmann::ordered_json::array();
-        for (const SnapshotEntry* e : op.listed) o["listed"].push_back({{"op", e->op}, {"policy", policy::spelling(e->policy)}});
+        for (const policy::ResolvedEntry* e : op.listed) o["listed"].push_back({{"op", e->op}, {"policy", policy::spelling(e->policy)}});
       }
       f["ops"].push_back(std::move(o));
     }

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "audit/families.h"
-#include "audit/snapshot.h"
+#include "audit/inputs.h"
 #include "model/schema_set.h"
 
 namespace autocastgen::audit {
@@ -15,7 +15,7 @@ namespace autocastgen::audit {
 struct UncoveredOp {
   std::string op;                                       // `name` or `ns::name`
   std::vector<const model::FunctionSchema*> overloads;  // eligible and in no list, declaration order
-  std::vector<const SnapshotEntry*> listed;             // its other overloads that a list covers
+  std::vector<const policy::ResolvedEntry*> listed;             // its other overloads that a list covers
 };
 
 struct FamilyGroup {
@@ -25,7 +25,7 @@ struct FamilyGroup {
 };
 
 struct CoverageReport {
-  const PolicySnapshot* policy = nullptr;
+  const policy::ResolvedPolicy* policy = nullptr;
   std::vector<std::string> schema_files;  // as reports print them
   size_t eligible = 0;                     // eligible overloads in the schemas
   size_t covered = 0;                      // of those, listed
@@ -34,7 +34,7 @@ struct CoverageReport {
 };
 
 // `schema_files` only names the inputs in the report.
-[[nodiscard]] CoverageReport compute_coverage(const PolicySnapshot& policy, const model::SchemaSet& schemas,
+[[nodiscard]] CoverageReport compute_coverage(const policy::ResolvedPolicy& policy, const model::SchemaSet& schemas,
                                               std::vector<std::string> schema_files);
 
 [[nodiscard]] std::string coverage_markdown(const CoverageReport& report, const SourceManager& sources);

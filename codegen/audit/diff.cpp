@@ -1,4 +1,4 @@
-// Comparing two policy snapshots entry by entry, and printing the result.
+// Comparing two resolved policies entry by entry, and printing the result.
 #include "audit/diff.h"
 #include "audit/markdown.h"
 
@@ -18,34 +18,34 @@ namespace {
 const model::FunctionSchema* find_op(const model::SchemaSet& schemas, const std::string& op) {
   const std::optional<policy::OpPattern> p = policy::parse_op_pattern(op);
   if (!p || p->all_overloads) return nullptr;
-  return schemas.find(p->ns, p->overload.empty() ? p->name : p->name + "." + p->overload);
+  return schemas.find(p->ns, p->unqualified());
 }
 
-bool same_rule(const SnapshotEntry& a, const SnapshotEntry& b) {
-  return a.policy == b.policy && a.redispatch == b.redispatch && a.message == b.message;
+bool same_rule(const policy::ResolvedEntry& a, const policy::ResolvedEntry& b) {
+  return a.policy == b.policy && a.redispatch_op == b.redispatch_op && a.message == b.message;
 }
 
-std::map<std::string, const SnapshotEntry*> by_op(const PolicySnapshot& s) {
-  std::map<std::string, const SnapshotEntry*> out;
-  for (const SnapshotEntry& e : s.entries) out.emplace(e.op, &e);
+std::map<std::string, const policy::ResolvedEntry*> by_op(const policy::ResolvedPolicy& s) {
+  std::map<std::string, const policy::ResolvedEntry*> out;
+  for (const policy::ResolvedEntry& e : s.entries) out.emplace(e.op, &e);
   return out;
 }
 
-std::string what_changed(const SnapshotEntry& from, const SnapshotEntry& to) {
+std::string what_changed(const policy::ResolvedEntry& from, const policy::ResolvedEntry& to) {
   if (from.policy != to.policy) return "policy";
-  if (from.redispatch != to.redispatch) return "redispatch";
+  if (from.redispatch_op != to.redispatch_op) return "redispatch";
   return "message";
 }
 
-std::string side_summary(const PolicySnapshot& s) {
-  return fmt::format("{} ({}; device `{}`, {}, {} overloads)", s.name, spelling(s.kind), s.device, s.dispatch_key,
+std::string side_summary(const policy::ResolvedPolicy& s) {
+  return fmt::format("{} ({}; device `{}`, {}, {} overloads)", s.name, policy::spelling(s.source), s.device, s.dispatch_key,
                      s.entries.size());
 }
 
-nlohmann::ordered_json side_json(const PolicySnapshot& s) {
+nlohmann::ordered_json side_json(const policy::ResolvedPolicy& s) {
   nlohmann::ordered_json j;
   j["input"] = s.name;
-  j["kind"] = spelling(s.kind);
+  j["kind"] = policy::spelling(s.source);
   j["device"] = s.device;
   j["dispatch_key"] = s.dispatch_key;
   j["overloads"] = s.entries.size();
@@ -57,8 +57,8 @@ nlohmann::ordered_json side_json(const PolicySnapshot& s) {
 PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
   PolicyDiff diff;
   diff.distinct_schemas = a.schemas != b.schemas;
-  const auto ea = by_op(*a.snapshot);
-  const auto eb = by_op(*b.snapshot);
+  const auto ea = by_op(*a.policy);
+  const auto eb = by_op(*b.policy);
   for (const auto& [op, entry] : eb) {
     if (ea.count(op)) continue;
     diff.added.push_back({entry, diff.distinct_schemas && !find_op(*a.schemas, op)});
@@ -77,8 +77,8 @@ PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
       if (sa && sb && sa->str() != sb->str()) diff.schema_changed.emplace_back(sa, sb);
     }
   }
-  const PolicySnapshot& pa = *a.snapshot;
-  const PolicySnapshot& pb = *b.snapshot;
+  const policy::ResolvedPolicy& pa = *a.policy;
+  const policy::ResolvedPolicy& pb = *b.policy;
   if (pa.device != pb.device) diff.header.push_back({"device", pa.device, pb.device});
   if (pa.dispatch_key != pb.dispatch_key) diff.header.push_back({"dispatch_key", pa.dispatch_key, pb.dispatch_key});
   // C++ registrations do not say which dtypes they use; compare only when both sides do.
@@ -97,7 +97,7 @@ bool has_changes(const PolicyDiff& diff, DiffCategory category) {
   return false;
 }
 
-std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b) {
+std::string diff_markdown(const PolicyDiff& diff, const policy::ResolvedPolicy& a, const policy::ResolvedPolicy& b) {
   std::string out = "# Policy diff\n\n";
   out += fmt::format("- A: {}\n- B: {}\n\n", side_summary(a), side_summary(b));
   out += fmt::format("{} added, {} removed, {} changed.\n", diff.added.size(), diff.removed.size(), diff.changed.size());
@@ -114,8 +114,8 @@ std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const
     out += "| op | policy | note |\n|---|---|---|\n";
     for (const OneSided& item : items) {
       std::string note = item.absent_from_other_schemas ? absent_note : "";
-      if (item.entry->policy == PolicyKind::fp32_append_dtype && !item.entry->redispatch.empty())
-        note += (note.empty() ? "" : "; ") + fmt::format("calls `{}`", item.entry->redispatch);
+      if (item.entry->policy == PolicyKind::fp32_append_dtype && !item.entry->redispatch_op.empty())
+        note += (note.empty() ? "" : "; ") + fmt::format("calls `{}`", item.entry->redispatch_op);
       out += fmt::format("| `{}` | {} | {} |\n", item.entry->op, policy::spelling(item.entry->policy), markdown_cell(note));
     }
   };
@@ -131,8 +131,8 @@ std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const
       std::string from(policy::spelling(c.from->policy));
       std::string to(policy::spelling(c.to->policy));
       if (what == "redispatch") {
-        from += fmt::format(" → `{}`", c.from->redispatch);
-        to += fmt::format(" → `{}`", c.to->redispatch);
+        from += fmt::format(" → `{}`", c.from->redispatch_op);
+        to += fmt::format(" → `{}`", c.to->redispatch_op);
       } else if (what == "message") {
         from += ": " + c.from->message;
         to += ": " + c.to->message;
@@ -147,7 +147,7 @@ std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const
   return out;
 }
 
-nlohmann::ordered_json diff_json(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b) {
+nlohmann::ordered_json diff_json(const PolicyDiff& diff, const policy::ResolvedPolicy& a, const policy::ResolvedPolicy& b) {
   nlohmann::ordered_json out;
   auto one_sided = [&](const std::vector<OneSided>& items, const char* absent) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
@@ -155,7 +155,7 @@ nlohmann::ordered_json diff_json(const PolicyDiff& diff, const PolicySnapshot& a
       nlohmann::ordered_json j;
       j["op"] = item.entry->op;
       j["policy"] = policy::spelling(item.entry->policy);
-      if (!item.entry->redispatch.empty()) j["redispatch"] = item.entry->redispatch;
+      if (!item.entry->redispatch_op.empty()) j["redispatch"] = item.entry->redispatch_op;
       if (item.entry->policy == PolicyKind::banned) j["message"] = item.entry->message;
       if (item.absent_from_other_schemas) j["schemas"] = absent;
       list.push_back(std::move(j));
@@ -174,8 +174,8 @@ nlohmann::ordered_json diff_json(const PolicyDiff& diff, const PolicySnapshot& a
     // Details only where both sides have them (a policy change says enough otherwise).
     const bool both_append = c.from->policy == PolicyKind::fp32_append_dtype && c.to->policy == PolicyKind::fp32_append_dtype;
     const bool both_banned = c.from->policy == PolicyKind::banned && c.to->policy == PolicyKind::banned;
-    if (both_append && c.from->redispatch != c.to->redispatch)
-      j["redispatch"] = {{"from", c.from->redispatch}, {"to", c.to->redispatch}};
+    if (both_append && c.from->redispatch_op != c.to->redispatch_op)
+      j["redispatch"] = {{"from", c.from->redispatch_op}, {"to", c.to->redispatch_op}};
     if (both_banned && c.from->message != c.to->message) j["message"] = {{"from", c.from->message}, {"to", c.to->message}};
     out["changed"].push_back(std::move(j));
   }

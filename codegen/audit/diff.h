@@ -1,4 +1,4 @@
-// `audit diff`: ops added, removed and changed between two policy snapshots, in a stable order.
+// `audit diff`: ops added, removed and changed between two resolved policies, in a stable order.
 #pragma once
 
 #include <optional>
@@ -7,26 +7,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "audit/snapshot.h"
+#include "audit/inputs.h"
 #include "model/schema_set.h"
 
 namespace autocastgen::audit {
 
 struct DiffSide {
-  const PolicySnapshot* snapshot;
+  const policy::ResolvedPolicy* policy;
   const model::SchemaSet* schemas;  // what the side was read with
 };
 
 struct OneSided {
-  const SnapshotEntry* entry;
+  const policy::ResolvedEntry* entry;
   // The op does not exist in the other side's schemas (only reported when the sides were read
   // with different schema files): it was added or removed by PyTorch, not by the policy.
   bool absent_from_other_schemas = false;
 };
 
 struct Changed {
-  const SnapshotEntry* from;
-  const SnapshotEntry* to;
+  const policy::ResolvedEntry* from;
+  const policy::ResolvedEntry* to;
 };
 
 struct FieldChange {
@@ -50,7 +50,7 @@ struct PolicyDiff {
 enum class DiffCategory { added, removed, changed };
 [[nodiscard]] bool has_changes(const PolicyDiff& diff, DiffCategory category);
 
-[[nodiscard]] std::string diff_markdown(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b);
-[[nodiscard]] nlohmann::ordered_json diff_json(const PolicyDiff& diff, const PolicySnapshot& a, const PolicySnapshot& b);
+[[nodiscard]] std::string diff_markdown(const PolicyDiff& diff, const policy::ResolvedPolicy& a, const policy::ResolvedPolicy& b);
+[[nodiscard]] nlohmann::ordered_json diff_json(const PolicyDiff& diff, const policy::ResolvedPolicy& a, const policy::ResolvedPolicy& b);
 
 }  // namespace autocastgen::audit

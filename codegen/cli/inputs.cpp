@@ -1,8 +1,6 @@
 // Finding the installed torch's schema file and loading inputs for the verbs.
 #include "cli/inputs.h"
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -10,32 +8,13 @@
 #include <fmt/format.h>
 
 #include "schema/schema_file.h"
+#include "support/python.h"
 
 namespace autocastgen::cli {
 
 namespace {
 constexpr const char* kRelativeToTorchgen = "packaged/ATen/native/native_functions.yaml";
 
-std::optional<std::filesystem::path> ask_python(std::string& why_not) {
-  const std::string command = fmt::format(
-      "{} -c \"import importlib.util as u; s = u.find_spec('torchgen'); print(s.submodule_search_locations[0] if s else '')\" 2>/dev/null",
-      AUTOCASTGEN_PYTHON);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) {
-    why_not = "could not run the Python interpreter";
-    return std::nullopt;
-  }
-  std::array<char, 4096> buffer{};
-  std::string out;
-  while (fgets(buffer.data(), buffer.size(), pipe)) out += buffer.data();
-  pclose(pipe);
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  if (out.empty()) {
-    why_not = fmt::format("{} cannot import torchgen (is PyTorch installed? run scripts/setup)", AUTOCASTGEN_PYTHON);
-    return std::nullopt;
-  }
-  return std::filesystem::path(out) / kRelativeToTorchgen;
-}
 }  // namespace
 
 std::optional<std::filesystem::path> installed_native_functions(std::string& why_not) {
@@ -43,7 +22,8 @@ std::optional<std::filesystem::path> installed_native_functions(std::string& why
   if (const char* env = std::getenv("AUTOCASTGEN_NATIVE_FUNCTIONS"); env && *env) return std::filesystem::path(env);
   if (const std::filesystem::path built = AUTOCASTGEN_DEFAULT_NATIVE_FUNCTIONS; !built.empty() && std::filesystem::exists(built, ec))
     return built;
-  auto found = ask_python(why_not);
+  std::optional<std::filesystem::path> found = python_package_dir("torchgen", why_not);
+  if (found) *found /= kRelativeToTorchgen;
   if (found && !std::filesystem::exists(*found, ec)) {
     why_not = fmt::format("the installed torchgen has no {}", found->string());
     return std::nullopt;

@@ -6,9 +6,10 @@
 
 #include "audit/coverage.h"
 #include "audit/diff.h"
-#include "audit/snapshot.h"
+#include "audit/inputs.h"
 #include "cli/inputs.h"
 #include "cli/verbs.h"
+#include "support/paths.h"
 #include "policy/resolver.h"
 #if AUTOCASTGEN_HAVE_IMPORTER
 #include "import/plugin.h"
@@ -45,7 +46,7 @@ int finish_with_errors(const DiagnosticEngine& diags) {
 
 std::vector<std::string> schema_names(const SourceManager& sources, const std::vector<uint32_t>& files) {
   std::vector<std::string> names;
-  for (uint32_t f : files) names.push_back(audit::display_path(sources.name(f)));
+  for (uint32_t f : files) names.push_back(display_path(sources.name(f)));
   return names;
 }
 
@@ -58,18 +59,18 @@ int run_coverage(const CoverageOptions& options) {
   const std::vector<uint32_t>& schema_files = inputs->files;
   std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags, inputs->target());
   if (!resolved || diags.has_errors()) return finish_with_errors(diags);
-  const audit::PolicySnapshot snapshot = audit::snapshot_of(*resolved, audit::display_path(options.policy));
-  const audit::CoverageReport report = audit::compute_coverage(snapshot, *schemas, schema_names(sources, schema_files));
+  resolved->name = display_path(options.policy);
+  const audit::CoverageReport report = audit::compute_coverage(*resolved, *schemas, schema_names(sources, schema_files));
   if (options.format == "json") std::cout << audit::coverage_json(report, sources).dump(2) << "\n";
   else std::cout << audit::coverage_markdown(report, sources);
   return 0;
 }
 
 // Reads one side of a diff, whatever kind of file it is.
-std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::string& key, const DiffOptions& options,
+std::optional<policy::ResolvedPolicy> read_side(const fs::path& path, const std::string& key, const DiffOptions& options,
                                                const SchemaInputs& inputs, SourceManager& sources, DiagnosticEngine& diags) {
   const model::SchemaSet& schemas = inputs.schemas;
-  const std::optional<audit::InputKind> kind = audit::input_kind(path);
+  const std::optional<policy::PolicySource> kind = audit::input_kind(path);
   if (!kind) {
     std::optional<uint32_t> file = read_input(path, sources, diags);
     if (!file) return std::nullopt;
@@ -80,31 +81,32 @@ std::optional<audit::PolicySnapshot> read_side(const fs::path& path, const std::
     return std::nullopt;
   }
   switch (*kind) {
-    case audit::InputKind::policy: {
+    case policy::PolicySource::policy_file: {
       std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(path, schemas, sources, diags, inputs.target());
       if (!resolved) return std::nullopt;
-      return audit::snapshot_of(*resolved, audit::display_path(path));
+      resolved->name = display_path(path);
+      return resolved;
     }
-    case audit::InputKind::manifest: {
+    case policy::PolicySource::manifest: {
       std::optional<uint32_t> file = read_input(path, sources, diags);
       if (!file) return std::nullopt;
-      return audit::read_manifest(*file, audit::display_path(path), schemas, sources, diags);
+      return audit::read_manifest(*file, display_path(path), schemas, sources, diags);
     }
-    case audit::InputKind::cpp: {
+    case policy::PolicySource::cpp: {
 #if AUTOCASTGEN_HAVE_IMPORTER
       import::ImportOptions import_options;
       import_options.files = {path};
       import_options.build_dir = options.build_dir;
       const import::ImporterApi* importer = import::load_importer(diags);
       if (!importer) return std::nullopt;
-      std::optional<std::vector<audit::PolicySnapshot>> imported =
+      std::optional<std::vector<policy::ResolvedPolicy>> imported =
           importer->run(import_options, schemas, sources, diags);
       if (!imported) return std::nullopt;
       std::vector<std::string> keys;
-      for (audit::PolicySnapshot& s : *imported) {
+      for (policy::ResolvedPolicy& s : *imported) {
         keys.push_back(s.dispatch_key);
         if (s.dispatch_key == key || (key.empty() && imported->size() == 1)) {
-          s.name = audit::display_path(path) + (key.empty() ? "" : " [" + key + "]");
+          s.name = display_path(path) + (key.empty() ? "" : " [" + key + "]");
           return std::move(s);
         }
       }
@@ -157,8 +159,8 @@ int run_diff(const DiffOptions& options) {
   const std::string key_a = options.keys.empty() ? "" : options.keys.front();
   const std::string key_b = options.keys.empty() ? "" : options.keys.back();
   // Both sides are read even when the first fails, so one run reports every problem.
-  std::optional<audit::PolicySnapshot> a = read_side(options.a, key_a, options, *inputs_a, sources, diags);
-  std::optional<audit::PolicySnapshot> b = read_side(options.b, key_b, options, in_b, sources, diags);
+  std::optional<policy::ResolvedPolicy> a = read_side(options.a, key_a, options, *inputs_a, sources, diags);
+  std::optional<policy::ResolvedPolicy> b = read_side(options.b, key_b, options, in_b, sources, diags);
   if (!a || !b || diags.has_errors()) return finish_with_errors(diags);
 
   const audit::PolicyDiff diff = audit::diff_policies({&*a, &*schemas_a}, {&*b, &sb});

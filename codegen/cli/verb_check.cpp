@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emit/policy_json.h"
+
 #include "cli/inputs.h"
 #include "cli/verbs.h"
 #include "policy/resolver.h"
@@ -20,11 +22,6 @@ struct CheckOptions {
   std::string format = "text";
 };
 
-std::string location_text(const SourceManager& sources, SourceLocation loc) {
-  const LineColumn lc = sources.line_column(loc);
-  return fmt::format("{}:{}:{}", sources.name(loc.file), lc.line, lc.column);
-}
-
 nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
   nlohmann::ordered_json out;
   out["policy"] = sources.name(resolved.files.front());
@@ -34,18 +31,11 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
   out["lower_precision"] = resolved.lower_precision;
   out["files"] = nlohmann::ordered_json::array();
   for (uint32_t file : resolved.files) out["files"].push_back(sources.name(file));
-  nlohmann::ordered_json counts;
-  for (policy::PolicyKind kind : policy::kAllPolicies) counts[std::string(policy::spelling(kind))] = resolved.count(kind);
-  out["counts"] = counts;
+  out["counts"] = emit::counts_json(resolved);
   out["entries"] = nlohmann::ordered_json::array();
   for (const policy::ResolvedEntry& entry : resolved.entries) {
-    nlohmann::ordered_json e;
-    e["op"] = policy::display_name(*entry.schema);
-    e["policy"] = policy::spelling(entry.policy);
-    e["schema"] = entry.schema->str();
-    if (entry.redispatch) e["redispatch"] = policy::display_name(*entry.redispatch);
-    if (entry.policy == policy::PolicyKind::banned) e["message"] = entry.message;
-    e["source"] = location_text(sources, entry.location);
+    nlohmann::ordered_json e = emit::entry_json(entry);
+    e["source"] = sources.location_text(entry.location);
     out["entries"].push_back(std::move(e));
   }
   // Note [release gates]: what the target release left out, and why.
@@ -57,7 +47,7 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
     if (skipped.gate.since) e["since"] = skipped.gate.since->str();
     if (skipped.gate.until) e["until"] = skipped.gate.until->str();
     e["reason"] = skipped.reason;
-    e["source"] = location_text(sources, skipped.location);
+    e["source"] = sources.location_text(skipped.location);
     out["skipped"].push_back(std::move(e));
   }
   return out;

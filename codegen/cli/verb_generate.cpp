@@ -1,5 +1,6 @@
 // `autocastgen generate`: policy + schemas + templates -> wrappers and manifest, written if changed.
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
@@ -25,7 +26,7 @@ struct GenerateOptions {
   std::string target = "torch";
   fs::path out;
   fs::path templates;
-  std::string state = "torch";
+  emit::WrapperState state = emit::WrapperState::torch;
   std::string name;
   std::string dispatch_key;
   bool no_fallthrough = false;
@@ -40,9 +41,10 @@ int run(const GenerateOptions& options) {
   if (!inputs) return 1;
   const model::SchemaSet* schemas = &inputs->schemas;
   const std::vector<uint32_t>& schema_files = inputs->files;
-  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags, inputs->target());
+  policy::ResolveTarget target = inputs->target();
+  if (!options.dispatch_key.empty()) target.dispatch_key = options.dispatch_key;
+  std::optional<policy::ResolvedPolicy> resolved = policy::load_policy(options.policy, *schemas, sources, diags, target);
   if (!resolved || diags.has_errors()) return 1;
-  if (!options.dispatch_key.empty()) resolved->dispatch_key = options.dispatch_key;
 
   std::optional<emit::TemplateSet> templates = options.templates.empty()
                                                    ? emit::TemplateSet::builtin(options.target, sources, diags)
@@ -100,11 +102,18 @@ VerbRunner add_generate_verb(CLI::App& app) {
   verb->add_option("--out", options->out, "Output directory")->required();
   verb->add_option("--templates", options->templates, "Directory of *.mustache templates replacing the built-in ones")
       ->check(CLI::ExistingDirectory);
-  verb->add_option("--state", options->state, "Whose autocast state drives the wrappers")
-      ->check(CLI::IsMember({"torch", "autocastgen"}))
-      ->default_val("torch");
+  std::map<std::string, emit::WrapperState> states;
+  for (const emit::WrapperState state : {emit::WrapperState::torch, emit::WrapperState::autocastgen})
+    states.emplace(emit::spelling(state), state);
+  verb->add_option("--state", options->state, "Whose autocast state drives the wrappers: torch (torch.autocast) or "
+                                              "autocastgen (AutocastScope)")
+      ->transform(CLI::CheckedTransformer(states))
+      ->default_str("torch");
   verb->add_option("--name", options->name, "Names the outputs (autocast_<name>.cpp) and the C++ namespace; default: the policy file's stem");
-  verb->add_option("--dispatch-key", options->dispatch_key, "Register under this dispatch key instead of the policy's");
+  std::vector<std::string> keys;
+  for (const policy::DeviceInfo& info : policy::autocast_devices()) keys.emplace_back(info.dispatch_key);
+  verb->add_option("--dispatch-key", options->dispatch_key, "Register under this autocast dispatch key instead of the policy's")
+      ->check(CLI::IsMember(keys));
   verb->add_flag("--no-fallthrough", options->no_fallthrough, "Leave out the fallthrough fallback (another library owns it)");
   verb->add_flag("--check", options->check, "Write nothing; exit 1 when the outputs in --out are stale");
   verb->add_option("--depfile", options->depfile, "Also write a Makefile-style depfile of every input");

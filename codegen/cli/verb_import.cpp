@@ -7,10 +7,11 @@
 
 #include "cli/inputs.h"
 #include "cli/verbs.h"
+#include "support/paths.h"
 #include "emit/output_writer.h"
 #if AUTOCASTGEN_HAVE_IMPORTER
 #include "audit/diff.h"
-#include "audit/snapshot.h"
+#include "audit/inputs.h"
 #include "import/plugin.h"
 #include "import/policy_writer.h"
 #include "policy/policy_file.h"
@@ -49,7 +50,7 @@ int run(const ImportVerbOptions& options) {
   const model::SchemaSet* schemas = &inputs->schemas;
   const import::ImporterApi* importer = import::load_importer(diags);
   if (!importer) return 1;
-  std::optional<std::vector<audit::PolicySnapshot>> imported =
+  std::optional<std::vector<policy::ResolvedPolicy>> imported =
       importer->run(import_options, *schemas, sources, diags);
   if (!imported) {
     std::cerr << fmt::format("autocastgen: import: {} error{}; nothing written\n", diags.error_count(), diags.error_count() == 1 ? "" : "s");
@@ -65,30 +66,30 @@ int run(const ImportVerbOptions& options) {
     return 1;
   }
   std::vector<std::string> names;
-  for (const fs::path& f : import_options.files) names.push_back(audit::display_path(f));
+  for (const fs::path& f : import_options.files) names.push_back(display_path(f));
   emit::OutputWriter writer(options.out);
-  for (const audit::PolicySnapshot& snapshot : *imported) {
-    std::string text = import::policy_yaml(snapshot, names);
+  for (const policy::ResolvedPolicy& imported_policy : *imported) {
+    std::string text = import::policy_yaml(imported_policy, names);
     // The written policy must load back to the same entries: resolve it before writing.
-    const std::string path = snapshot.device + ".yaml";
+    const std::string path = imported_policy.device + ".yaml";
     const uint32_t buffer = sources.add_buffer((options.out / path).string(), text);
     std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, buffer, diags);
     std::optional<policy::ResolvedPolicy> resolved =
         parsed ? policy::resolve_policy({*parsed}, *schemas, diags, inputs->target()) : std::nullopt;
-    const audit::PolicySnapshot back = resolved ? audit::snapshot_of(*resolved, path) : audit::PolicySnapshot{};
-    const audit::PolicyDiff diff = audit::diff_policies({&snapshot, &*schemas}, {&back, &*schemas});
+    const policy::ResolvedPolicy back = resolved ? *resolved : policy::ResolvedPolicy{};
+    const audit::PolicyDiff diff = audit::diff_policies({&imported_policy, &*schemas}, {&back, &*schemas});
     if (!resolved || !diff.added.empty() || !diff.removed.empty() || !diff.changed.empty())
       diags.error({}, fmt::format("the policy imported for {} does not load back to what was imported (a bug in the importer)",
-                                  snapshot.dispatch_key));
+                                  imported_policy.dispatch_key));
     writer.add(path, std::move(text), diags);
   }
   if (diags.has_errors()) return 1;
   for (const std::string& path : writer.write(diags)) std::cout << "wrote " << path << "\n";
-  for (const audit::PolicySnapshot& snapshot : *imported) {
+  for (const policy::ResolvedPolicy& imported_policy : *imported) {
     std::vector<std::string> counts;
     for (policy::PolicyKind kind : policy::kAllPolicies)
-      if (snapshot.count(kind)) counts.push_back(fmt::format("{} {}", snapshot.count(kind), policy::spelling(kind)));
-    std::cout << fmt::format("{}: {} overloads ({})\n", snapshot.dispatch_key, snapshot.entries.size(), fmt::join(counts, ", "));
+      if (imported_policy.count(kind)) counts.push_back(fmt::format("{} {}", imported_policy.count(kind), policy::spelling(kind)));
+    std::cout << fmt::format("{}: {} overloads ({})\n", imported_policy.dispatch_key, imported_policy.entries.size(), fmt::join(counts, ", "));
   }
   return diags.has_errors() ? 1 : 0;
 }

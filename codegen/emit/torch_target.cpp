@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "emit/policy_json.h"
 #include "emit/torch_signature.h"
 #include "policy/resolver.h"
 
@@ -19,13 +20,15 @@ namespace {
 namespace mustache = kainjow::mustache;
 using policy::PolicyKind;
 
-constexpr size_t kWrapWidth = 72;  // arguments longer than this go on continuation lines
+constexpr size_t kWrapWidth = 72;    // parameter lists longer than this go on continuation lines
+constexpr size_t kLineWidth = 100;  // generated lines stay within this many columns
 
-// `a, b, c`, or, when long, a newline and lines filled up to 100 columns at a 6-space indent.
-std::string join_arguments(const std::vector<std::string>& items) {
+// `a, b, c`, or, when longer than `width`, a newline and lines filled up to 100 columns at a
+// 6-space indent.
+std::string join_arguments(const std::vector<std::string>& items, size_t width = kWrapWidth) {
   std::string flat;
   for (size_t i = 0; i < items.size(); ++i) flat += (i ? ", " : "") + items[i];
-  if (flat.size() <= kWrapWidth) return flat;
+  if (flat.size() <= width) return flat;
   std::string out;
   std::string line = "      ";
   for (size_t i = 0; i < items.size(); ++i) {
@@ -60,8 +63,6 @@ std::string identifier(const std::string& text) {
   return out;
 }
 
-bool is_aten(const model::OperatorName& name) { return name.ns.empty() || name.ns == model::kDefaultNamespace; }
-
 struct Signature {
   std::string return_type;
   std::vector<std::string> param_types;
@@ -93,19 +94,50 @@ std::optional<Signature> signature_of(const model::FunctionSchema& schema, bool 
   return sig;
 }
 
+// What a wrapper calls: at::_ops for aten ops, a typed dispatcher handle for other namespaces.
 std::string callee(const model::FunctionSchema& schema) {
-  return is_aten(schema.name()) ? fmt::format("at::_ops::{}::call", torch_unambiguous_name(schema.name()))
-                                : fmt::format("{}_op().call", torch_unambiguous_name(schema.name()));
+  return schema.name().is_aten() ? fmt::format("at::_ops::{}::call", torch_unambiguous_name(schema.name()))
+                                : fmt::format("{}_op()", torch_unambiguous_name(schema.name()));
 }
 
-mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature& sig, std::set<std::string>& headers,
-                            DiagnosticEngine& diags) {
+// The wrapper's body is one call of its policy's driver (autocastgen/torch/policy_call.h): the
+// call site, then (banned) the message, the op, (fp32_append_dtype) the overload it redispatches
+// to, and the wrapper's arguments, fp32_set_opt_dtype's dtype marked with rt::opt_dtype.
+std::string policy_call_arguments(const policy::ResolvedEntry& entry, const Signature& sig) {
+  const model::FunctionSchema& schema = *entry.schema;
+  std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, \"{}\"}}", schema.name().qualified())};
+  if (entry.policy == PolicyKind::banned) items.push_back(cpp_string_literal(entry.message));
+  items.push_back(callee(schema));
+  if (entry.redispatch)
+    items.push_back(entry.redispatch->name().is_aten() ? callee(*entry.redispatch)
+                                                      : torch_unambiguous_name(schema.name()) + "_redispatch_op()");
+  for (size_t i = 0; i < sig.param_names.size(); ++i) {
+    const bool dtype = entry.policy == PolicyKind::fp32_set_opt_dtype && schema.arguments()[i].name == "dtype";
+    items.push_back(dtype ? fmt::format("rt::opt_dtype({})", sig.param_names[i]) : sig.param_names[i]);
+  }
+  // `  return rt::<policy><State>(` and `);` around the arguments.
+  const size_t around = std::string_view("  return rt::<State>();").size() + policy::spelling(entry.policy).size();
+  return join_arguments(items, kLineWidth - around);
+}
+
+// A typed dispatcher handle for an op outside aten, looked up once: `{{wrapper}}_op()` for the
+// wrapped op, `{{wrapper}}_redispatch_op()` for the overload fp32_append_dtype calls.
+mustache::data dispatcher_handle(const model::FunctionSchema& schema, const Signature& sig) {
+  mustache::data d;
+  d.set("function_type", sig.function_type());
+  d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
+  d.set("overload", schema.name().overload);
+  return d;
+}
+
+mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature& sig,
+                            const std::optional<Signature>& redispatch_sig, std::set<std::string>& headers) {
   const model::FunctionSchema& schema = *entry.schema;
   const std::string name = torch_unambiguous_name(schema.name());
-  const bool aten = is_aten(schema.name());
+  const bool aten = schema.name().is_aten();
   mustache::data d;
   d.set("schema", schema.str());
-  d.set("op", fmt::format("{}::{}", aten ? std::string(model::kDefaultNamespace) : schema.name().ns, schema.name().unqualified()));
+  d.set("op", schema.name().qualified());
   d.set("wrapper", name);
   d.set("return_type", sig.return_type);
   d.set("function_type", sig.function_type());
@@ -117,55 +149,42 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
   // typed dispatcher handle looked up once.
   d.set("check_signature", aten);
   d.set("ops_name", name);
-  d.set("dispatcher_handle", !aten);
-  d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
-  d.set("overload", schema.name().overload);
-  d.set("has_overload", !schema.name().overload.empty());
-  d.set("op_name", schema.name().name);
+  d.set("dispatcher_handle", aten ? mustache::data(false) : dispatcher_handle(schema, sig));
+  d.set("redispatch_handle", entry.redispatch && !entry.redispatch->name().is_aten()
+                                 ? dispatcher_handle(*entry.redispatch, *redispatch_sig)
+                                 : mustache::data(false));
   d.set("policy", std::string(policy::spelling(entry.policy)));
+  d.set("policy_args", policy_call_arguments(entry, sig));
   if (aten) headers.insert(torch_ops_header(schema.name()));
-  d.set("callee", callee(schema));
-
-  std::vector<std::string> plain_args = sig.param_names;
-  std::vector<std::string> cast_args;
-  mustache::data promote_args = mustache::data::type::list;
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const bool tensor_like = schema.arguments()[i].type.is_tensor_like();
-    cast_args.push_back(tensor_like ? fmt::format("rt::cast({}, to, kDevice)", sig.param_names[i]) : sig.param_names[i]);
-    if (tensor_like) promote_args << mustache::data("arg", sig.param_names[i]);
-  }
-  d.set("plain_args", join_arguments(plain_args));
-  d.set("cast_args", join_arguments(cast_args));
-  d.set("promote_args", promote_args);
-  d.set("first_arg", sig.param_names.empty() ? std::string() : sig.param_names.front());
-
-  const PolicyKind kind = entry.policy;
-  d.set("cast", kind == PolicyKind::lower_precision_fp || kind == PolicyKind::fp32);
-  d.set("target_dtype", kind == PolicyKind::fp32 ? "at::kFloat" : "rt::lower_precision_dtype(kDevice)");
-  d.set("promote", kind == PolicyKind::promote);
-  d.set("set_opt_dtype", kind == PolicyKind::fp32_set_opt_dtype);
-  d.set("append_dtype", kind == PolicyKind::fp32_append_dtype);
-  d.set("banned", kind == PolicyKind::banned);
-  d.set("message_literal", cpp_string_literal(entry.message));
-
-  std::vector<std::string> dtype_args = sig.param_names;
-  for (size_t i = 0; i < schema.arguments().size(); ++i)
-    if (schema.arguments()[i].name == "dtype") dtype_args[i] = fmt::format("rt::fp32_if_unset({})", sig.param_names[i]);
-  d.set("fp32_dtype_args", join_arguments(dtype_args));
-
-  std::string redispatch_callee;
-  if (entry.redispatch) {
-    redispatch_callee = callee(*entry.redispatch);
-    if (is_aten(entry.redispatch->name())) headers.insert(torch_ops_header(entry.redispatch->name()));
-    else diags.error(entry.location, "fp32_append_dtype redispatch to another namespace is not supported by the torch target yet");
-  }
-  d.set("redispatch_callee", redispatch_callee);
+  if (entry.redispatch && entry.redispatch->name().is_aten()) headers.insert(torch_ops_header(entry.redispatch->name()));
   return d;
+}
+
+std::string_view state_type(WrapperState state) {
+  switch (state) {
+    case WrapperState::torch: return "TorchState";
+    case WrapperState::autocastgen: return "OwnState";
+  }
+  return "TorchState";
 }
 
 }  // namespace
 
 std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + identifier(name); }
+
+std::string_view spelling(WrapperState state) {
+  switch (state) {
+    case WrapperState::torch: return "torch";
+    case WrapperState::autocastgen: return "autocastgen";
+  }
+  return "torch";
+}
+
+std::optional<WrapperState> parse_wrapper_state(std::string_view text) {
+  for (const WrapperState state : {WrapperState::torch, WrapperState::autocastgen})
+    if (spelling(state) == text) return state;
+  return std::nullopt;
+}
 
 namespace {
 // `autocastgen 0.1.0 for PyTorch 2.15.0`: who made the file, for which release.
@@ -185,10 +204,13 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   std::map<std::string, mustache::data> registrations;
   for (const policy::ResolvedEntry& entry : policy.entries) {
     std::optional<Signature> sig = signature_of(*entry.schema, schemas.attributes(*entry.schema).structured, diags);
-    if (!sig) continue;
-    wrappers << wrapper_data(entry, *sig, headers, diags);
+    std::optional<Signature> redispatch_sig;
+    if (entry.redispatch)
+      redispatch_sig = signature_of(*entry.redispatch, schemas.attributes(*entry.redispatch).structured, diags);
+    if (!sig || (entry.redispatch && !redispatch_sig)) continue;
+    wrappers << wrapper_data(entry, *sig, redispatch_sig, headers);
     const model::OperatorName& name = entry.schema->name();
-    const std::string ns = is_aten(name) ? std::string(model::kDefaultNamespace) : name.ns;
+    const std::string ns(name.namespace_or_aten());
     if (!registrations.count(ns)) {
       namespaces.push_back(ns);
       registrations[ns] = mustache::data::type::list;
@@ -234,9 +256,10 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   }
   data.set("namespaces", ns_list);
   data.set("fallthrough", options.fallthrough);
-  const bool own_state = options.state == "autocastgen";
-  data.set("own_state", own_state);
-  data.set("runtime_namespace", own_state ? "::autocastgen::torch::autocastgen_state" : "::autocastgen::torch");
+  data.set("state", std::string(spelling(options.state)));
+  data.set("state_type", std::string(state_type(options.state)));
+  // Note [claiming the key]: a library with autocastgen's own state owns its key.
+  data.set("claims_key", options.state == WrapperState::autocastgen);
 
   std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
   if (!cpp) return std::nullopt;
@@ -251,7 +274,7 @@ nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, cons
   m["generated_by"] = generated_by(options);
   m["torch_version"] = options.torch_version ? nlohmann::ordered_json(options.torch_version->str()) : nlohmann::ordered_json();
   m["target"] = "torch";
-  m["state"] = options.state;
+  m["state"] = spelling(options.state);
   m["device"] = policy.device;
   m["dispatch_key"] = policy.dispatch_key;
   m["lower_precision"] = policy.lower_precision;
@@ -260,14 +283,9 @@ nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, cons
   m["ops"] = nlohmann::ordered_json::array();
   const std::string ns = generated_namespace(options.name);
   for (const policy::ResolvedEntry& entry : policy.entries) {
-    nlohmann::ordered_json op;
-    op["op"] = policy::display_name(*entry.schema);
-    op["policy"] = policy::spelling(entry.policy);
-    op["schema"] = entry.schema->str();
+    nlohmann::ordered_json op = entry_json(entry);
     op["wrapper"] = ns + "::" + torch_unambiguous_name(entry.schema->name());
     op["dispatch_key"] = policy.dispatch_key;
-    if (entry.redispatch) op["redispatch"] = policy::display_name(*entry.redispatch);
-    if (entry.policy == PolicyKind::banned) op["message"] = entry.message;
     m["ops"].push_back(std::move(op));
   }
   return m;

@@ -2,8 +2,10 @@
 // policy, and its manifest. Returns text only; the caller writes it (OutputWriter).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,9 +22,15 @@ struct InputDigest {
   std::string sha256;
 };
 
+// Whose autocast state the wrappers follow (Note [two states] in autocastgen/torch/policy_call.h):
+// PyTorch's (torch.autocast) or autocastgen's own (AutocastScope). Spelled as `--state` takes it.
+enum class WrapperState : uint8_t { torch, autocastgen };
+[[nodiscard]] std::string_view spelling(WrapperState state);
+[[nodiscard]] std::optional<WrapperState> parse_wrapper_state(std::string_view text);
+
 struct TorchTargetOptions {
   std::string name;              // names the outputs (`autocast_<name>.cpp`) and the C++ namespace
-  std::string state = "torch";   // whose autocast state drives the wrappers
+  WrapperState state = WrapperState::torch;  // whose autocast state drives the wrappers
   bool fallthrough = true;       // register the fallthrough fallback for the key (when none exists)
   std::optional<model::TorchVersion> torch_version;  // the release generated for (@generated line, manifest)
   std::vector<InputDigest> inputs;

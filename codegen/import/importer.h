@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "audit/snapshot.h"
+#include "policy/policy.h"
 #include "model/schema_set.h"
 #include "support/diagnostics.h"
 
@@ -28,10 +28,10 @@ struct ImportOptions {
 
 // Reads every file into `sources` (diagnostics name them as given) and parses it with Clang;
 // finds the TORCH_LIBRARY_IMPL blocks of autocast dispatch keys and what each m.impl registers,
-// and returns one snapshot per key (kind cpp) in order of first appearance. Reports parse errors,
+// and returns one resolved policy per key (source cpp) in order of first appearance. Reports parse errors,
 // unknown ops, double registrations and kernels whose policy cannot be told (warnings: they are
 // left out); nullopt when there was an error.
-[[nodiscard]] std::optional<std::vector<audit::PolicySnapshot>> import_registrations(const ImportOptions& options,
+[[nodiscard]] std::optional<std::vector<policy::ResolvedPolicy>> import_registrations(const ImportOptions& options,
                                                                                      const model::SchemaSet& schemas,
                                                                                      SourceManager& sources,
                                                                                      DiagnosticEngine& diags);

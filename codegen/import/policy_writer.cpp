@@ -29,23 +29,23 @@ std::string yaml_quoted(std::string_view text) {
   return out + "\"";
 }
 
-std::string policy_yaml(const audit::PolicySnapshot& snapshot, const std::vector<std::string>& sources) {
+std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<std::string>& sources) {
   std::string out = fmt::format("# Imported by autocastgen {} from the {} registrations in: {}\n", AUTOCASTGEN_VERSION,
-                                snapshot.dispatch_key, fmt::join(sources, ", "));
+                                policy.dispatch_key, fmt::join(sources, ", "));
   out += "# Review it, then make it a derived policy (docs/audit.md).\n";
-  out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", snapshot.device, snapshot.dispatch_key);
-  if (!snapshot.lower_precision.empty())
-    out += fmt::format("  lower_precision: [{}]\n", fmt::join(snapshot.lower_precision, ", "));
+  out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", policy.device, policy.dispatch_key);
+  if (!policy.lower_precision.empty())
+    out += fmt::format("  lower_precision: [{}]\n", fmt::join(policy.lower_precision, ", "));
   out += "lists:\n";
   bool any = false;
   for (PolicyKind kind : policy::kAllPolicies) {
-    if (snapshot.count(kind) == 0) continue;
+    if (policy.count(kind) == 0) continue;
     any = true;
     out += fmt::format("  {}:\n", policy::spelling(kind));
-    for (const audit::SnapshotEntry& e : snapshot.entries) {
+    for (const policy::ResolvedEntry& e : policy.entries) {
       if (e.policy != kind) continue;
-      if (kind == PolicyKind::fp32_append_dtype && !e.redispatch.empty())
-        out += fmt::format("    - {{op: {}, redispatch: {}}}\n", e.op, e.redispatch);
+      if (kind == PolicyKind::fp32_append_dtype && !e.redispatch_op.empty())
+        out += fmt::format("    - {{op: {}, redispatch: {}}}\n", e.op, e.redispatch_op);
       else if (kind == PolicyKind::banned)
         out += fmt::format("    - {{op: {}, message: {}}}\n", e.op, yaml_quoted(e.message));
       else

@@ -80,6 +80,10 @@ std::string OperatorName::unqualified() const { return overload.empty() ? name :
 
 std::string OperatorName::str() const { return ns.empty() ? unqualified() : ns + "::" + unqualified(); }
 
+std::string OperatorName::qualified() const { return std::string(namespace_or_aten()) + "::" + unqualified(); }
+
+std::string OperatorName::display() const { return is_aten() ? unqualified() : ns + "::" + unqualified(); }
+
 FunctionSchema::FunctionSchema(OperatorName name, std::vector<Argument> arguments, std::vector<Return> returns,
                                SourceLocation location)
     : name_(std::move(name)), arguments_(std::move(arguments)), returns_(std::move(returns)), location_(location) {

@@ -48,6 +48,9 @@ struct Return {
 enum class SchemaKind { functional, inplace, out, mutable_, scratch };
 [[nodiscard]] std::string_view spelling(SchemaKind kind);
 
+// Schemas written without a namespace belong to aten.
+inline constexpr std::string_view kDefaultNamespace = "aten";
+
 struct OperatorName {
   std::string ns;        // empty when not written (aten's own file)
   std::string name;      // as written, e.g. `add_`, `__iand__`
@@ -59,7 +62,13 @@ struct OperatorName {
   [[nodiscard]] bool inplace() const;
   // `name` or `name.overload` (no namespace): how policies and at::_ops refer to the overload.
   [[nodiscard]] std::string unqualified() const;
-  [[nodiscard]] std::string str() const;  // `[ns::]name[.overload]`
+  [[nodiscard]] std::string str() const;  // `[ns::]name[.overload]`, the namespace as written
+  [[nodiscard]] bool is_aten() const { return ns.empty() || ns == kDefaultNamespace; }
+  [[nodiscard]] std::string_view namespace_or_aten() const { return ns.empty() ? kDefaultNamespace : ns; }
+  // `ns::name[.overload]` with aten's namespace spelled out: how the dispatcher names it.
+  [[nodiscard]] std::string qualified() const;
+  // `name[.overload]` in aten, `ns::name[.overload]` elsewhere: how policies and reports name it.
+  [[nodiscard]] std::string display() const;
 };
 
 class FunctionSchema {

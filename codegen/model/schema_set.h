@@ -12,9 +12,6 @@
 
 namespace autocastgen::model {
 
-// Schemas written without a namespace belong to aten.
-inline constexpr std::string_view kDefaultNamespace = "aten";
-
 // What a schema file says about an entry beyond its `func:` (only what code generation needs).
 struct SchemaAttributes {
   // `structured: True` or a `structured_delegate:`: torch's dispatcher then takes Tensor[] as

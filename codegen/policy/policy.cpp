@@ -30,9 +30,23 @@ std::string ReleaseGate::str() const {
   return out;
 }
 
+std::string_view spelling(PolicySource source) {
+  switch (source) {
+    case PolicySource::policy_file: return "policy";
+    case PolicySource::manifest: return "manifest";
+    case PolicySource::cpp: return "C++";
+  }
+  return "policy";
+}
+
 size_t ResolvedPolicy::count(PolicyKind policy) const {
   return static_cast<size_t>(
       std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));
+}
+
+const ResolvedEntry* ResolvedPolicy::find(std::string_view op) const {
+  const auto it = std::find_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.op == op; });
+  return it == entries.end() ? nullptr : &*it;
 }
 
 const std::vector<DeviceInfo>& autocast_devices() {

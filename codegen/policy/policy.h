@@ -32,6 +32,7 @@ struct Located {
   std::string text;
   SourceLocation location;
   uint32_t length = 1;
+  bool verbatim = false;  // `location` is where `text` stands in the source, byte for byte
 };
 
 // Note [release gates]: an entry may name the PyTorch releases it applies to with `since:`
@@ -79,13 +80,17 @@ struct PolicyFile {
   std::vector<PolicyEntry> entries;  // in file order
 };
 
-// A policy after `extends`, `remove` and name expansion, checked against the schemas.
+// One overload's entry of a resolved policy.
 struct ResolvedEntry {
-  const model::FunctionSchema* schema;
-  PolicyKind policy;
-  const model::FunctionSchema* redispatch = nullptr;  // fp32_append_dtype only
+  // The overload. Null only for entries read back from a manifest or C++ registrations whose op
+  // the schemas at hand do not have (another PyTorch release): then `op` alone names it.
+  const model::FunctionSchema* schema = nullptr;
+  std::string op;  // the overload as policies name it (OperatorName::display)
+  PolicyKind policy = PolicyKind::fp32;
+  const model::FunctionSchema* redispatch = nullptr;  // fp32_append_dtype: the overload it calls, when known
+  std::string redispatch_op;                          // its name ("" for other policies)
   std::string message;                                // banned only
-  SourceLocation location;                            // the entry that listed it
+  SourceLocation location;                            // where the input lists the op
   uint32_t length = 1;                                // of the listed name, for carets
 };
 
@@ -98,16 +103,25 @@ struct SkippedEntry {
   SourceLocation location;
 };
 
+// What a resolved policy was read from: every verb works on the same model, whatever the input.
+enum class PolicySource : uint8_t { policy_file, manifest, cpp };
+[[nodiscard]] std::string_view spelling(PolicySource source);  // "policy", "manifest", "C++"
+
+// A policy after `extends`, `remove` and name expansion, checked against the schemas; or a
+// manifest or C++ registrations read back (audit).
 struct ResolvedPolicy {
+  PolicySource source = PolicySource::policy_file;
+  std::string name;                                  // the input as reports print it
   std::optional<model::TorchVersion> torch_version;  // the release the policy was resolved for
   std::string device;
   std::string dispatch_key;
-  std::vector<std::string> lower_precision;  // the first is the default lower-precision dtype
+  std::vector<std::string> lower_precision;  // the first is the default; empty when C++ does not say
   std::vector<uint32_t> files;               // the requested file first, then what it extends
   std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
   std::vector<SkippedEntry> skipped;         // gated out for torch_version, in resolution order
 
   [[nodiscard]] size_t count(PolicyKind policy) const;
+  [[nodiscard]] const ResolvedEntry* find(std::string_view op) const;  // by ResolvedEntry::op
 };
 
 // Known devices (c10 device type names, lower case) and the autocast dispatch key of each.

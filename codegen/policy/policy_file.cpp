@@ -28,9 +28,51 @@ bool is_ident(std::string_view s) {
   return true;
 }
 
+// `unknown <what> 'name'`, with a did-you-mean or the names it could have been.
+std::string unknown_name(std::string_view name, std::span<const std::string_view> known, std::string_view what) {
+  const std::string suggestion = closest_match(name, {known.begin(), known.end()});
+  if (!suggestion.empty()) return fmt::format("unknown {} '{}'; did you mean '{}'?", what, name, suggestion);
+  return fmt::format("unknown {} '{}' (expected one of: {})", what, name, fmt::join(known, ", "));
+}
+
+std::vector<std::string_view> policy_names() {
+  std::vector<std::string_view> names;
+  for (PolicyKind p : kAllPolicies) names.push_back(spelling(p));
+  return names;
+}
+
+}  // namespace
+
 class FileParser {
  public:
   FileParser(uint32_t file, DiagnosticEngine& diags) : diags_(diags) { result_.file = file; }
+
+  // parse_policy_entry: the same checks as the file's fields, on values.
+  std::optional<PolicyFile> run(const EntryValues& values) {
+    const size_t errors_before = diags_.error_count();
+    if (non_empty(values.device, "'device:' must be a device type name such as cuda or cpu")) {
+      check_device(values.device);
+      result_.device = values.device;
+    }
+    std::optional<PolicyKind> policy;
+    if (non_empty(values.policy, "a policy name such as lower_precision_fp or fp32")) {
+      const std::vector<std::string_view> names = policy_names();
+      policy = parse_policy_kind(values.policy.text);
+      if (!policy) diags_.error(values.policy.location, unknown_name(values.policy.text, names, "policy"), values.policy.length);
+    }
+    if (non_empty(values.op, "an op entry must be an op name such as mm, conv2d.padding or pow.*") && check_op_name(values.op) &&
+        policy) {
+      PolicyEntry entry{*policy, values.op, std::nullopt, std::nullopt, {}};
+      if (values.message) {
+        if (check_message_allowed(*policy, values.message->location, values.message->length) &&
+            non_empty(*values.message, "'message:' must be a non-empty string") && printable_message(*values.message))
+          entry.message = values.message;
+      }
+      add_entry(std::move(entry));
+    }
+    if (diags_.error_count() != errors_before) return std::nullopt;
+    return std::move(result_);
+  }
 
   std::optional<PolicyFile> run(const YamlNode& root) {
     if (root.is_null()) {
@@ -53,6 +95,8 @@ class FileParser {
   }
 
  private:
+  friend class FieldReader;
+
   // The mapping's pairs whose keys are known; reports non-scalar, unknown and duplicate keys.
   struct KeyValue {
     std::string key;
@@ -70,11 +114,7 @@ class FileParser {
         continue;
       }
       if (std::find(known.begin(), known.end(), key.scalar()) == known.end()) {
-        const std::string suggestion = closest_match(key.scalar(), {known.begin(), known.end()});
-        std::string message = fmt::format("unknown {} '{}'", what, key.scalar());
-        if (!suggestion.empty()) message += fmt::format("; did you mean '{}'?", suggestion);
-        else message += fmt::format(" (expected one of: {})", fmt::join(known, ", "));
-        diags_.error(key.location(), message, key.source_length());
+        diags_.error(key.location(), unknown_name(key.scalar(), known, what), key.source_length());
         continue;
       }
       if (auto [it, inserted] = seen.emplace(key.scalar(), key.location()); !inserted) {
@@ -94,24 +134,37 @@ class FileParser {
     }
     const std::optional<SourceLocation> exact = node.exact_text_location();
     return Located{node.scalar(), exact.value_or(node.location()),
-                   exact ? static_cast<uint32_t>(node.scalar().size()) : node.source_length()};
+                   exact ? static_cast<uint32_t>(node.scalar().size()) : node.source_length(), exact.has_value()};
+  }
+
+  // A value given as a string (parse_policy_entry) is what a scalar node is in a file.
+  bool non_empty(const Located& value, std::string_view what) {
+    if (!value.text.empty()) return true;
+    diags_.error(value.location, fmt::format("{}, found an empty string", what), value.length);
+    return false;
   }
 
   // A banned op's message is raised as written and emitted into a C++ literal: printable text,
   // newlines and tabs. Reports the first other control character (an escape such as "\0" included).
-  bool printable_message(const YamlNode& node) {
-    const std::string& text = node.scalar();
+  bool printable_message(const Located& message) {
+    const std::string& text = message.text;
     for (size_t i = 0; i < text.size(); ++i) {
       const auto c = static_cast<unsigned char>(text[i]);
       if ((c >= 0x20 && c != 0x7F) || c == '\n' || c == '\t') continue;
-      const std::optional<SourceLocation> exact = node.exact_text_location();
-      const SourceLocation where = exact ? SourceLocation{exact->file, exact->offset + static_cast<uint32_t>(i)} : node.location();
+      const SourceLocation where = message.verbatim ? SourceLocation{message.location.file, message.location.offset + static_cast<uint32_t>(i)}
+                                                    : message.location;
       diags_.error(where, fmt::format("'message:' holds {}; a message must be printable text (newlines and tabs allowed)",
                                       c == 0 ? std::string("a NUL byte") : fmt::format("control character U+{:04X}", c)),
-                   exact ? 1 : node.source_length());
+                   message.verbatim ? 1 : message.length);
       return false;
     }
     return true;
+  }
+
+  bool check_message_allowed(PolicyKind policy, SourceLocation where, uint32_t length) {
+    if (policy == PolicyKind::banned) return true;
+    diags_.error(where, fmt::format("'message:' is only meaningful in banned, not in {}", spelling(policy)), length);
+    return false;
   }
 
   // A sequence, or null (an empty list). Reports anything else.
@@ -203,12 +256,15 @@ class FileParser {
 
   std::optional<Located> op_name(const YamlNode& node) {
     std::optional<Located> op = scalar(node, "an op entry must be an op name such as mm, conv2d.padding or pow.*");
-    if (op && !parse_op_pattern(op->text)) {
-      diags_.error(op->location, fmt::format("malformed op name '{}'; expected name, name.overload or name.* (optionally ns::name)", op->text),
-                   op->length);
-      return std::nullopt;
-    }
+    if (op && !check_op_name(*op)) return std::nullopt;
     return op;
+  }
+
+  bool check_op_name(const Located& op) {
+    if (parse_op_pattern(op.text)) return true;
+    diags_.error(op.location, fmt::format("malformed op name '{}'; expected name, name.overload or name.* (optionally ns::name)", op.text),
+                 op.length);
+    return false;
   }
 
   void parse_remove(const YamlNode& node) {
@@ -286,9 +342,8 @@ class FileParser {
       diags_.error(node.location(), fmt::format("'lists:' must map policy names to op lists, found {}", node.describe()));
       return;
     }
-    std::vector<std::string_view> policy_names;
-    for (PolicyKind p : kAllPolicies) policy_names.push_back(spelling(p));
-    for (const auto& [key, value, key_node] : checked_pairs(node, policy_names, "policy")) {
+    const std::vector<std::string_view> names = policy_names();
+    for (const auto& [key, value, key_node] : checked_pairs(node, names, "policy")) {
       const PolicyKind policy = *parse_policy_kind(key);
       const std::vector<YamlNode>* items = sequence(*value, fmt::format("the '{}' list", key));
       if (!items) continue;
@@ -296,11 +351,15 @@ class FileParser {
     }
   }
 
-  void parse_entry(PolicyKind policy, const YamlNode& item) {
+  // `ignored`: keys other documents put beside an entry's own (FieldReader).
+  void parse_entry(PolicyKind policy, const YamlNode& item, std::span<const std::string_view> ignored = {}) {
     PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}};
     if (item.is_mapping()) {
       bool has_op = false;
-      for (const auto& [key, value, key_node] : checked_pairs(item, kEntryKeys, "key in a list entry")) {
+      std::vector<std::string_view> known(std::begin(kEntryKeys), std::end(kEntryKeys));
+      known.insert(known.end(), ignored.begin(), ignored.end());
+      for (const auto& [key, value, key_node] : checked_pairs(item, known, "key in a list entry")) {
+        if (std::find(ignored.begin(), ignored.end(), key) != ignored.end()) continue;
         if (key == "op") {
           std::optional<Located> op = op_name(*value);
           if (!op) return;
@@ -315,13 +374,9 @@ class FileParser {
           entry.redispatch = op_name(*value);
           if (!entry.redispatch) return;
         } else if (key == "message") {
-          if (policy != PolicyKind::banned) {
-            diags_.error(key_node->location(), fmt::format("'message:' is only meaningful in banned, not in {}", spelling(policy)),
-                       key_node->source_length());
-            return;
-          }
+          if (!check_message_allowed(policy, key_node->location(), key_node->source_length())) return;
           entry.message = scalar(*value, "'message:' must be a non-empty string");
-          if (!entry.message || !printable_message(*value)) return;
+          if (!entry.message || !printable_message(*entry.message)) return;
         } else if (key == "since" || key == "until") {
           if (!parse_gate_bound(key, *value, entry.gate)) return;
         }
@@ -336,7 +391,11 @@ class FileParser {
       entry.op = std::move(*op);
     }
     if (!check_gate(entry.gate)) return;
-    if (policy == PolicyKind::banned && !entry.message) {
+    add_entry(std::move(entry));
+  }
+
+  void add_entry(PolicyEntry entry) {
+    if (entry.policy == PolicyKind::banned && !entry.message) {
       diags_.error(entry.op.location,
                    fmt::format("banned op '{}' needs a message for its users: write {{op: {}, message: \"...\"}}", entry.op.text, entry.op.text),
                    entry.op.length);
@@ -348,8 +407,6 @@ class FileParser {
   DiagnosticEngine& diags_;
   PolicyFile result_;
 };
-
-}  // namespace
 
 std::optional<OpPattern> parse_op_pattern(std::string_view text) {
   OpPattern pattern;
@@ -372,6 +429,54 @@ std::optional<OpPattern> parse_op_pattern(std::string_view text) {
     }
   }
   return pattern;
+}
+
+FieldReader::FieldReader(DiagnosticEngine& diags) : parser_(std::make_unique<FileParser>(0, diags)) {}
+FieldReader::~FieldReader() = default;
+
+std::optional<Located> FieldReader::device(const YamlNode& node) {
+  std::optional<Located> device = parser_->scalar(node, "'device:' must be a device type name such as cuda or cpu");
+  if (!device) return std::nullopt;
+  const size_t errors = parser_->diags_.error_count();
+  parser_->check_device(*device);
+  return parser_->diags_.error_count() == errors ? device : std::nullopt;
+}
+
+std::optional<Located> FieldReader::dispatch_key(const YamlNode& node) {
+  std::optional<Located> key = parser_->scalar(node, "'dispatch_key:' must be an autocast dispatch key such as AutocastCUDA");
+  if (!key) return std::nullopt;
+  const size_t errors = parser_->diags_.error_count();
+  parser_->check_dispatch_key(*key);
+  return parser_->diags_.error_count() == errors ? key : std::nullopt;
+}
+
+std::optional<std::vector<Located>> FieldReader::lower_precision(const YamlNode& node) {
+  const size_t errors = parser_->diags_.error_count();
+  parser_->parse_lower_precision(node);
+  if (parser_->diags_.error_count() != errors) return std::nullopt;
+  return std::move(parser_->result_.lower_precision);
+}
+
+std::optional<PolicyKind> FieldReader::policy(const YamlNode& node) {
+  const std::optional<Located> name = parser_->scalar(node, "a policy name such as lower_precision_fp or fp32");
+  if (!name) return std::nullopt;
+  const std::optional<PolicyKind> policy = parse_policy_kind(name->text);
+  if (!policy) parser_->diags_.error(name->location, unknown_name(name->text, policy_names(), "policy"), name->length);
+  return policy;
+}
+
+std::optional<PolicyEntry> FieldReader::entry(PolicyKind policy, const YamlNode& item, std::span<const std::string_view> ignored) {
+  std::vector<PolicyEntry>& entries = parser_->result_.entries;
+  const size_t before = entries.size();
+  parser_->parse_entry(policy, item, ignored);
+  if (entries.size() == before) return std::nullopt;
+  PolicyEntry entry = std::move(entries.back());
+  entries.pop_back();
+  return entry;
+}
+
+std::optional<PolicyFile> parse_policy_entry(uint32_t file, const EntryValues& values, DiagnosticEngine& diags) {
+  return FileParser(file, diags).run(values);
 }
 
 std::optional<PolicyFile> parse_policy_file(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags) {

@@ -14,11 +14,6 @@ namespace autocastgen::policy {
 
 using model::FunctionSchema;
 
-std::string display_name(const FunctionSchema& schema) {
-  const model::OperatorName& name = schema.name();
-  return name.ns.empty() || name.ns == model::kDefaultNamespace ? name.unqualified() : name.str();
-}
-
 std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::path& path, SourceManager& sources,
                                                          DiagnosticEngine& diags) {
   constexpr size_t kMaxDepth = 64;
@@ -136,11 +131,13 @@ class Resolver {
     const auto info = std::find_if(devices.begin(), devices.end(), [&](const DeviceInfo& d) { return d.device == device_->text; });
     result_.device = device_->text;
     result_.dispatch_key = dispatch_key_ ? dispatch_key_->text : std::string(info->dispatch_key);
-    if (dispatch_key_ && dispatch_key_->text != info->dispatch_key)
-      diags_.warning(dispatch_key_->location,
-                     fmt::format("dispatch key '{}' is not the autocast key of device '{}' ({})", dispatch_key_->text,
-                                 device_->text, info->dispatch_key),
-                     dispatch_key_->length);
+    if (target_.dispatch_key) result_.dispatch_key = *target_.dispatch_key;
+    if (result_.dispatch_key != info->dispatch_key) {
+      const std::string message = fmt::format("dispatch key '{}' is not the autocast key of device '{}' ({})",
+                                              result_.dispatch_key, device_->text, info->dispatch_key);
+      if (target_.dispatch_key) diags_.warning({}, message + " (from --dispatch-key)");
+      else diags_.warning(dispatch_key_->location, message, dispatch_key_->length);
+    }
     if (result_.lower_precision.empty()) {
       result_.lower_precision.emplace_back(info->default_dtype);
       result_.lower_precision.emplace_back(info->default_dtype == "float16" ? "bfloat16" : "float16");
@@ -180,8 +177,7 @@ class Resolver {
                      op.length);
       return result;
     }
-    const FunctionSchema* schema = schemas_.find(pattern->ns, pattern->overload.empty() ? pattern->name
-                                                                                       : pattern->name + "." + pattern->overload);
+    const FunctionSchema* schema = schemas_.find(pattern->ns, pattern->unqualified());
     if (!schema) {
       if (const std::optional<model::ReleaseSpan> span = history_span(*pattern, /*whole_op=*/false)) {
         diags_.error(op.location,
@@ -193,7 +189,7 @@ class Resolver {
       // Suggest what could be written here: eligible overloads, or all of them for `remove:`.
       std::vector<std::string> names;
       for (const FunctionSchema* s : overloads)
-        if (for_remove || model::is_autocast_eligible(*s)) names.push_back(display_name(*s));
+        if (for_remove || model::is_autocast_eligible(*s)) names.push_back(s->name().display());
       std::sort(names.begin(), names.end());  // the same list whatever order the schemas came in
       std::vector<std::string_view> views(names.begin(), names.end());
       if (pattern->overload.empty()) {
@@ -268,10 +264,10 @@ class Resolver {
       return true;
     }
     const std::optional<OpPattern> pattern = parse_op_pattern(op.text);
-    if (is_aten(*pattern) && !target_.history->empty()) {
+    if (pattern->is_aten() && !target_.history->empty()) {
       const bool known = pattern->all_overloads || pattern->overload.empty()
                              ? target_.history->op(model::kDefaultNamespace, pattern->name).has_value()
-                             : target_.history->overload(aten_name(*pattern)).has_value();
+                             : target_.history->overload(pattern->qualified()).has_value();
       if (!known) {
         diags_.error(op.location,
                      fmt::format("'{}' exists in no supported PyTorch release ({} and 2.0 to {}), so its gate can never apply",
@@ -290,17 +286,12 @@ class Resolver {
     result_.skipped.push_back({op.text, policy, gate, std::move(reason), op.location});
   }
 
-  static bool is_aten(const OpPattern& pattern) { return pattern.ns.empty() || pattern.ns == model::kDefaultNamespace; }
-  static std::string aten_name(const OpPattern& pattern) {
-    return std::string(model::kDefaultNamespace) + "::" + pattern.name + (pattern.overload.empty() ? "" : "." + pattern.overload);
-  }
-
   // Where an aten op (or overload) missing from the target's schemas exists in other releases.
   std::optional<model::ReleaseSpan> history_span(const OpPattern& pattern, bool whole_op) const {
-    if (!target_.torch_version || !is_aten(pattern) || target_.history->empty()) return std::nullopt;
+    if (!target_.torch_version || !pattern.is_aten() || target_.history->empty()) return std::nullopt;
     std::optional<model::ReleaseSpan> span = whole_op || pattern.all_overloads
                                                  ? target_.history->op(model::kDefaultNamespace, pattern.name)
-                                                 : target_.history->overload(aten_name(pattern));
+                                                 : target_.history->overload(pattern.qualified());
     if (span && span->contains(*target_.torch_version)) return std::nullopt;  // not a matter of release
     return span;
   }
@@ -310,7 +301,7 @@ class Resolver {
     const std::optional<OpPattern> pattern = parse_op_pattern(op.text);
     const bool missing = schemas_.overloads(pattern->ns, pattern->name).empty() ||
                          (!pattern->all_overloads &&
-                          !schemas_.find(pattern->ns, pattern->overload.empty() ? pattern->name : pattern->name + "." + pattern->overload));
+                          !schemas_.find(pattern->ns, pattern->unqualified()));
     if (!missing) return std::nullopt;
     const std::optional<model::ReleaseSpan> span = history_span(*pattern, schemas_.overloads(pattern->ns, pattern->name).empty());
     if (!span) return std::nullopt;
@@ -326,13 +317,18 @@ class Resolver {
   }
 
   void add(const PolicyFile& file, const PolicyEntry& entry, const FunctionSchema& schema) {
-    ResolvedEntry resolved{&schema,           entry.policy,      nullptr, entry.message ? entry.message->text : std::string(),
-                           entry.op.location, entry.op.length};
+    ResolvedEntry resolved;
+    resolved.schema = &schema;
+    resolved.op = schema.name().display();
+    resolved.policy = entry.policy;
+    resolved.message = entry.message ? entry.message->text : std::string();
+    resolved.location = entry.op.location;
+    resolved.length = entry.op.length;
     if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
       const model::Argument* dtype = schema.find_argument("dtype");
       if (!dtype || !dtype->type.is_optional_scalar_type()) {
         diags_.error(entry.op.location,
-                     fmt::format("fp32_set_opt_dtype needs an argument 'ScalarType? dtype', and '{}' has none", display_name(schema)),
+                     fmt::format("fp32_set_opt_dtype needs an argument 'ScalarType? dtype', and '{}' has none", schema.name().display()),
                      entry.op.length);
         return;
       }
@@ -340,6 +336,7 @@ class Resolver {
     if (entry.policy == PolicyKind::fp32_append_dtype) {
       resolved.redispatch = find_redispatch(entry, schema);
       if (!resolved.redispatch) return;
+      resolved.redispatch_op = resolved.redispatch->name().display();
     }
     if (auto it = index_.find(&schema); it != index_.end()) {
       report_duplicate(slots_[it->second], entry, schema);
@@ -351,7 +348,7 @@ class Resolver {
 
   // The same overload listed twice: redundant in the same policy, a conflict in another one.
   void report_duplicate(const Slot& existing, const PolicyEntry& entry, const FunctionSchema& schema) {
-    const std::string name = display_name(schema);
+    const std::string name = schema.name().display();
     const bool same_file = existing.file_index == file_index_;
     if (existing.entry.policy == entry.policy) {
       diags_.warning(entry.op.location,
@@ -375,12 +372,12 @@ class Resolver {
   }
 
   const FunctionSchema* find_redispatch(const PolicyEntry& entry, const FunctionSchema& schema) {
-    const std::string name = display_name(schema);
+    const std::string name = schema.name().display();
     if (entry.redispatch) {
       const std::optional<OpPattern> pattern = parse_op_pattern(entry.redispatch->text);
       const FunctionSchema* target =
           pattern->all_overloads ? nullptr
-                                 : schemas_.find(pattern->ns, pattern->overload.empty() ? pattern->name : pattern->name + "." + pattern->overload);
+                                 : schemas_.find(pattern->ns, pattern->unqualified());
       if (!target) {
         diags_.error(entry.redispatch->location, fmt::format("unknown redispatch overload '{}'", entry.redispatch->text),
                      entry.redispatch->length);
@@ -407,7 +404,7 @@ class Resolver {
                    entry.op.length);
     } else {
       std::vector<std::string> names;
-      for (const FunctionSchema* c : candidates) names.push_back(display_name(*c));
+      for (const FunctionSchema* c : candidates) names.push_back(c->name().display());
       diags_.error(entry.op.location,
                    fmt::format("fp32_append_dtype: several overloads could take the dtype for '{}' ({}); pick one with 'redispatch:'",
                                name, fmt::join(names, ", ")),

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "model/op_history.h"
@@ -23,6 +24,9 @@ struct ResolveTarget {
   std::optional<model::TorchVersion> torch_version;
   // Which releases define each aten overload: tells "absent in this release" from "unknown".
   const model::OpHistory* history = &model::OpHistory::builtin();
+  // Register under this autocast key instead of the policy's (`generate --dispatch-key`); checked
+  // against the device like a key the policy names.
+  std::optional<std::string> dispatch_key;
 };
 
 // Resolves a chain (requested file first, as load_policy_chain returns it): applies the bases,
@@ -36,8 +40,5 @@ struct ResolveTarget {
 [[nodiscard]] std::optional<ResolvedPolicy> load_policy(const std::filesystem::path& path, const model::SchemaSet& schemas,
                                                         SourceManager& sources, DiagnosticEngine& diags,
                                                         const ResolveTarget& target = {});
-
-// How policies and reports name an overload: `name[.overload]`, with `ns::` outside aten.
-[[nodiscard]] std::string display_name(const model::FunctionSchema& schema);
 
 }  // namespace autocastgen::policy

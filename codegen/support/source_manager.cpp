@@ -1,6 +1,8 @@
 // Buffer ownership and offset -> line:column translation.
 #include "support/source_manager.h"
 
+#include "support/paths.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -73,6 +75,12 @@ std::string_view SourceManager::line_text(SourceLocation loc) const {
   uint32_t end = lc.line < b.line_starts.size() ? b.line_starts[lc.line] : static_cast<uint32_t>(b.text.size());
   while (end > begin && (b.text[end - 1] == '\n' || b.text[end - 1] == '\r')) --end;
   return std::string_view(b.text).substr(begin, end - begin);
+}
+
+std::string SourceManager::location_text(SourceLocation loc) const {
+  if (!loc.valid()) return "";
+  const LineColumn lc = line_column(loc);
+  return display_path(name(loc.file)) + ":" + std::to_string(lc.line) + ":" + std::to_string(lc.column);
 }
 
 SourceLocation SourceManager::location_of(uint32_t file, uint32_t line, uint32_t column) const {

@@ -46,6 +46,8 @@ class SourceManager {
   [[nodiscard]] std::string_view line_text(SourceLocation loc) const;
   // Location of a 1-based line and column (clamped to the buffer).
   [[nodiscard]] SourceLocation location_of(uint32_t file, uint32_t line, uint32_t column) const;
+  // `file:line:col`, the file as display_path (support/paths.h) prints it; "" for no location.
+  [[nodiscard]] std::string location_text(SourceLocation loc) const;
 
  private:
   struct Buffer {

@@ -50,4 +50,32 @@ std::string closest_match(std::string_view word, const std::vector<std::string_v
   return std::string(best);
 }
 
+size_t utf8_sequence(std::string_view text, size_t i, uint32_t& code_point) {
+  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
+  const unsigned lead = byte(i);
+  size_t length = 0;
+  if (lead < 0x80) length = 1, code_point = lead;
+  else if (lead >= 0xC2 && lead <= 0xDF) length = 2, code_point = lead & 0x1F;
+  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code_point = lead & 0x0F;
+  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code_point = lead & 0x07;
+  else return 0;
+  for (size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code_point < kMinimum[length] || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) return 0;
+  return length;
+}
+
+bool is_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    uint32_t code_point = 0;
+    const size_t length = utf8_sequence(text, i, code_point);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
 }  // namespace autocastgen

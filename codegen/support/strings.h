@@ -1,7 +1,8 @@
-// Small string helpers shared by the phases: edit distance and did-you-mean suggestions.
+// Small string helpers shared by the phases: edit distance, did-you-mean suggestions, UTF-8.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,5 +15,12 @@ namespace autocastgen {
 // The candidate closest to `word` when it is close enough to be a plausible typo, else "".
 // Ties keep the first candidate, so callers control the order.
 [[nodiscard]] std::string closest_match(std::string_view word, const std::vector<std::string_view>& candidates);
+
+// Length of the UTF-8 sequence at byte `i` of `text` (0 when none starts there: a stray or
+// overlong byte, a surrogate, past U+10FFFF), and its code point.
+[[nodiscard]] size_t utf8_sequence(std::string_view text, size_t i, uint32_t& code_point);
+
+// Whether `text` is well-formed UTF-8.
+[[nodiscard]] bool is_utf8(std::string_view text);
 
 }  // namespace autocastgen

@@ -1,15 +1,16 @@
-// Located YAML trees from yaml-cpp events; a two-thread fast path for big top-level sequences.
+// Located YAML trees from yaml-cpp events.
 #include "support/yaml.h"
 
 #include <algorithm>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
+
+#include "support/strings.h"
 
 namespace autocastgen {
 
@@ -71,7 +72,7 @@ std::optional<uint32_t> closing_quote(std::string_view buffer, uint32_t open, ui
 }  // namespace
 
 // Builds YamlNodes from parser events. Marks are relative to the parsed text, which starts at
-// `base_offset` in the buffer when a chunk of a file is parsed on its own.
+// `base_offset` in the buffer (past a byte-order mark).
 class YamlTreeBuilder : public YAML::EventHandler {
  public:
   YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset)
@@ -123,10 +124,6 @@ class YamlTreeBuilder : public YAML::EventHandler {
   }
 
   std::optional<YamlNode> take_root() { return std::move(root_); }
-  // Moves the first `count` items of the sequence `from` to the end of the sequence `into`.
-  static void append_items(YamlNode& into, YamlNode&& from, size_t count) {
-    for (size_t i = 0; i < count; ++i) into.items_.push_back(std::move(from.items_[i]));
-  }
 
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
@@ -249,7 +246,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
 
 namespace {
 
-struct ChunkResult {
+struct ParseResult {
   std::optional<YamlNode> root;
   bool failed = false;
   bool multiple_documents = false;
@@ -259,8 +256,8 @@ struct ChunkResult {
   std::optional<SourceLocation> open_flow;  // with a failure: an unclosed `[` or `{`
 };
 
-ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
-  ChunkResult result;
+ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
+  ParseResult result;
   std::istringstream in{std::string(buffer.substr(begin, end - begin))};
   YamlTreeBuilder builder(buffer, file, begin);
   YamlTreeBuilder extra(buffer, file, begin);
@@ -286,48 +283,6 @@ ChunkResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
   return result;
 }
 
-// Offsets where a line starts with "- " at column 0: each begins a new item of the top-level
-// block sequence (deeper content must be indented, so it cannot look like this).
-//
-// Note [checking a split]
-// yaml-cpp does not hold to that everywhere: it lets a quoted scalar, and a plain scalar that
-// has already run onto a line no deeper than its key, continue on a line that starts with "- "
-// at column 0. Whether such a line starts an item is decided when the parser reaches it, from
-// what came before and from the line itself. So each chunk is parsed together with the first
-// line of the next one, and the split is used only if that line came out as a new top-level
-// item; otherwise (or on any error) the whole file is parsed at once.
-//
-// Note [unterminated quotes]
-// yaml-cpp also accepts a quoted scalar that is still open at the end of its input, the value
-// running to the end. parse_text rejects that, as PyYAML does.
-std::vector<uint32_t> chunk_starts(std::string_view text, size_t chunks) {
-  std::vector<uint32_t> starts;
-  // The first line that is neither blank nor a comment must open the top-level block sequence
-  // (native_functions.yaml starts with comments).
-  size_t first = 0;
-  for (;;) {
-    const size_t content = text.find_first_not_of(" \t\r", first);
-    if (content == std::string_view::npos) return starts;
-    if (text[content] != '\n' && text[content] != '#') break;
-    const size_t newline = text.find('\n', content);
-    if (newline == std::string_view::npos) return starts;
-    first = newline + 1;
-  }
-  if (text.substr(first, 2) != "- ") return starts;
-  // Directives, document markers, flow collections or anchors at top level: use the plain path.
-  for (std::string_view marker : {"\n%", "\n---", "\n...", "\n[", "\n{", "\n&", "\n*"})
-    if (text.find(marker) != std::string_view::npos) return starts;
-  starts.push_back(0);
-  size_t previous = first;  // start of the item that begins the last chunk
-  for (size_t i = 1; i < chunks; ++i) {
-    const size_t pos = text.find("\n- ", std::max(text.size() * i / chunks, previous + 1));
-    if (pos == std::string_view::npos) break;
-    previous = pos + 1;
-    starts.push_back(static_cast<uint32_t>(previous));
-  }
-  return starts;
-}
-
 // Note [bytes YAML cannot hold]
 // yaml-cpp reads UTF-16 and UTF-32 files, NUL and other control bytes without a word and then
 // fails on something else ("expected ':' after the mapping key", "unknown escape character",
@@ -350,25 +305,6 @@ std::string_view wide_encoding(std::string_view text) {
   if (at(0) == 0x00 && at(1) != 0x100) return "UTF-16BE";
   if (at(0) != 0x00 && at(0) != 0x100 && at(1) == 0x00) return "UTF-16LE";
   return {};
-}
-
-// Length of the UTF-8 sequence at `i` (0 when it is not one), and its code point.
-size_t utf8_sequence(std::string_view text, size_t i, uint32_t& code_point) {
-  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
-  const unsigned lead = byte(i);
-  size_t length = 0;
-  if (lead < 0x80) length = 1, code_point = lead;
-  else if (lead >= 0xC2 && lead <= 0xDF) length = 2, code_point = lead & 0x1F;
-  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, code_point = lead & 0x0F;
-  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, code_point = lead & 0x07;
-  else return 0;
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    code_point = (code_point << 6) | (byte(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (code_point < kMinimum[length] || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) return 0;
-  return length;
 }
 
 // Note [bytes YAML cannot hold]. Returns false when it reported anything.
@@ -418,61 +354,16 @@ void report_tab_indentation(const SourceManager& sources, uint32_t file, std::st
 }  // namespace
 
 std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                   const YamlParseOptions& options) {
+                                   std::string_view language) {
   const std::string_view text = sources.text(file);
   const size_t errors_before = diags.error_count();
-  if (options.chunks_used) *options.chunks_used = 1;
   if (!check_bytes(file, text, diags)) return std::nullopt;
   report_tab_indentation(sources, file, text, diags);
   if (diags.error_count() != errors_before) return std::nullopt;
   // yaml-cpp drops a byte-order mark without counting it in its marks: parse from past it.
   const uint32_t begin = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;
 
-  // Big files (native_functions.yaml is ~600 KB) parse in two halves on two threads; any problem
-  // in a half falls back to one whole-file parse, so diagnostics are always the whole-file ones.
-  const size_t threads = options.threads ? options.threads : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 2);
-  if (text.size() >= options.min_parallel_bytes && threads > 1) {
-    const std::vector<uint32_t> starts = chunk_starts(text.substr(begin), threads);
-    if (starts.size() > 1) {
-      // Each chunk but the last also takes the first line of the next one, to prove that the
-      // line starts a new item in context (Note [checking a split]); that item is dropped.
-      const size_t n = starts.size();
-      auto boundary = [&](size_t i) { return begin + starts[i]; };
-      auto chunk_end = [&](size_t i) -> uint32_t {
-        if (i + 1 == n) return static_cast<uint32_t>(text.size());
-        const size_t newline = text.find('\n', boundary(i + 1));
-        return newline == std::string_view::npos ? static_cast<uint32_t>(text.size()) : static_cast<uint32_t>(newline + 1);
-      };
-      std::vector<ChunkResult> results(n);
-      std::vector<std::thread> workers;
-      for (size_t i = 1; i < n; ++i)
-        workers.emplace_back([&, i] { results[i] = parse_text(text, file, boundary(i), chunk_end(i)); });
-      results[0] = parse_text(text, file, begin, chunk_end(0));
-      for (std::thread& worker : workers) worker.join();
-      bool usable = true;
-      for (size_t i = 0; i < n && usable; ++i) {
-        const ChunkResult& r = results[i];
-        usable = !r.failed && !r.multiple_documents && r.root && r.root->is_sequence();
-        if (usable && i + 1 < n) {
-          // Exactly one item, the last, starts at or after the next chunk's first line.
-          const std::vector<YamlNode>& items = r.root->items();
-          usable = items.size() >= 2 && items.back().location().offset >= boundary(i + 1) &&
-                   items[items.size() - 2].location().offset < boundary(i + 1);
-        }
-      }
-      if (usable) {
-        YamlNode merged(YamlNode::Kind::sequence, results[0].root->location());
-        for (size_t i = 0; i < n; ++i) {
-          const size_t keep = results[i].root->items().size() - (i + 1 < n ? 1 : 0);
-          YamlTreeBuilder::append_items(merged, std::move(*results[i].root), keep);
-        }
-        if (options.chunks_used) *options.chunks_used = n;
-        return merged;
-      }
-    }
-  }
-
-  ChunkResult whole = parse_text(text, file, begin, static_cast<uint32_t>(text.size()));
+  ParseResult whole = parse_text(text, file, begin, static_cast<uint32_t>(text.size()));
   if (whole.failed) {
     SourceLocation where{file, begin + static_cast<uint32_t>(std::clamp<int>(whole.error_mark ? whole.error_mark->pos : 0, 0,
                                                                              static_cast<int>(text.size() - begin)))};
@@ -480,14 +371,14 @@ std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, 
       const auto line = static_cast<uint32_t>(whole.error_mark->line);
       where = sources.location_of(file, line + 1, static_cast<uint32_t>(whole.error_mark->column + 1) + (line == 0 ? begin : 0));
     }
-    diags.error(where, fmt::format("invalid YAML: {}", whole.error_message));
+    diags.error(where, fmt::format("invalid {}: {}", language, whole.error_message));
     if (whole.open_flow && (whole.error_message.ends_with("flow not found") || whole.error_message == "illegal flow end"))
       diags.note(*whole.open_flow, fmt::format("the '{}' that is not closed", text[whole.open_flow->offset]));
     return std::nullopt;
   }
   if (whole.multiple_documents) {
     const SourceLocation where = whole.second_document.valid() ? whole.second_document : SourceLocation{file, 0};
-    diags.error(where, "expected a single YAML document, found another one here");
+    diags.error(where, fmt::format("expected a single {} document, found another one here", language));
     return std::nullopt;
   }
   if (!whole.root) return YamlNode(YamlNode::Kind::null, {file, 0});

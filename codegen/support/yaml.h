@@ -53,15 +53,6 @@ class YamlNode {
   std::vector<Pair> pairs_;
 };
 
-// How parse_yaml may split work. The defaults are what every caller wants; tests and fuzzers set
-// them to force (or forbid) the chunked path on small inputs.
-struct YamlParseOptions {
-  unsigned threads = 0;                     // 0: up to 2, as the hardware allows; 1: never split
-  size_t min_parallel_bytes = 128 * 1024;   // smaller files always parse whole
-  size_t* chunks_used = nullptr;            // if set, receives how many chunks the result came
-                                            // from (1: one whole-file parse)
-};
-
 // Aliases copy the anchored node; a few bytes of nested aliases could otherwise expand into
 // billions of nodes ("billion laughs"). Past this many copied nodes the file is rejected.
 inline constexpr size_t kMaxYamlAliasNodes = 1'000'000;
@@ -74,7 +65,8 @@ inline constexpr size_t kMaxYamlDepth = 64;
 // indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
 // is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8, control
 // characters and nesting deeper than kMaxYamlDepth are errors (Note [bytes YAML cannot hold]).
+// `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML).
 [[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                                 const YamlParseOptions& options = {});
+                                                 std::string_view language = "YAML");
 
 }  // namespace autocastgen

@@ -27,7 +27,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "autocastgen/runtime/state.h"
-#include "autocastgen/torch/wrapper_support.h"
+#include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
 
 namespace autocastgen {

@@ -1,8 +1,10 @@
-// Runtime policies: one boxed kernel implements the six policies for any op. Names, policies and
-// devices are checked by the same loader and resolver as the CLI (codegen/policy), against the
-// schemas registered with the dispatcher now, so the errors are the CLI's.
+// Runtime policies: one boxed kernel runs the six policies for any op through the per-policy drivers
+// that generated wrappers use (policy_call.h). Names, policies and devices are checked by the
+// policy core that the CLI uses (codegen's policy/), against the schemas registered with the
+// dispatcher now, so the errors are the CLI's.
 #include "autocastgen/runtime/runtime_policy.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -16,19 +18,17 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
-#include <nlohmann/json.hpp>
 #include <torch/library.h>
 #include <torch/version.h>
 
 #include "autocastgen/runtime/cast_cache.h"
 #include "autocastgen/runtime/state.h"
-#include "autocastgen/torch/autocastgen_state.h"
-#include "autocastgen/torch/wrapper_support.h"
+#include "autocastgen/torch/policy_call.h"
+#include "boxed_args.h"
 #include "model/schema_set.h"
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
@@ -36,6 +36,7 @@
 #include "state_internal.h"
 #include "support/diagnostics.h"
 #include "support/source_manager.h"
+#include "support/strings.h"
 
 namespace autocastgen {
 namespace {
@@ -48,9 +49,8 @@ policy::ResolveTarget running_release() {
 namespace {
 
 using policy::PolicyKind;
-
-// How an argument takes part in casting.
-enum class ArgKind { other, tensor, tensor_list, optional_tensor, optional_tensor_list };
+using torch::ArgKind;
+using torch::BoxedArgs;
 
 ArgKind arg_kind(const c10::Argument& argument) {
   const c10::TypePtr& type = argument.real_type();
@@ -81,58 +81,27 @@ struct KernelSpec {
   std::string message;                              // banned
 };
 
-// Casting through whichever state is in charge: autocastgen's while an AutocastScope is open for
-// the device, else PyTorch's at::autocast (the kernel runs only while its key is included).
-struct Caster {
-  bool ours;
-  c10::DeviceType device;
-
-  [[nodiscard]] at::Tensor cast(const at::Tensor& tensor, at::ScalarType to) const {
-    return ours ? cached_cast(to, tensor, device) : at::autocast::cached_cast(to, tensor, device);
-  }
-  [[nodiscard]] at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor) const {
-    return ours ? torch::autocastgen_state::promote(current, tensor, device) : torch::promote(current, tensor, device);
-  }
-  [[nodiscard]] at::ScalarType lower_precision() const {
-    return ours ? autocast_dtype(device) : at::autocast::get_autocast_dtype(device);
-  }
-};
-
-void cast_arguments(const KernelSpec& spec, const Caster& caster, at::ScalarType to, c10::Stack& stack, size_t base) {
-  for (size_t i = 0; i < spec.args.size(); ++i) {
-    c10::IValue& value = stack[base + i];
-    switch (spec.args[i]) {
-      case ArgKind::other: break;
-      case ArgKind::tensor:
-      case ArgKind::optional_tensor:
-        if (value.isTensor()) value = caster.cast(value.toTensor(), to);
-        break;
-      case ArgKind::tensor_list: {
-        c10::List<at::Tensor> cast;
-        for (const at::Tensor& t : value.toTensorList()) cast.push_back(caster.cast(t, to));
-        value = std::move(cast);
-        break;
-      }
-      case ArgKind::optional_tensor_list: {
-        c10::List<std::optional<at::Tensor>> cast;
-        for (const std::optional<at::Tensor>& t : value.toOptionalTensorList())
-          cast.push_back(t.has_value() ? std::optional<at::Tensor>(caster.cast(*t, to)) : std::nullopt);
-        value = std::move(cast);
-        break;
-      }
+// One boxed call through the per-policy driver of its policy (policy_call.h), as the generated
+// wrapper of the same policy and state would make it.
+template <typename State>
+void run_policy(const KernelSpec& spec, const c10::OperatorHandle& op, c10::Stack* stack) {
+  const torch::Site site{spec.device, spec.key, spec.op.c_str()};
+  const BoxedArgs args{stack, stack->size() - spec.args.size(), &spec.args, spec.dtype_arg};
+  const auto call = [&](const BoxedArgs&) { op.callBoxed(stack); };
+  switch (spec.policy) {
+    case PolicyKind::lower_precision_fp: return torch::lower_precision_fp<State>(site, call, args);
+    case PolicyKind::fp32: return torch::fp32<State>(site, call, args);
+    case PolicyKind::promote: return torch::promote<State>(site, call, args);
+    case PolicyKind::fp32_set_opt_dtype: return torch::fp32_set_opt_dtype<State>(site, call, args);
+    case PolicyKind::fp32_append_dtype: {
+      const auto redispatch = [&](const BoxedArgs&, at::ScalarType dtype) {
+        stack->emplace_back(static_cast<int64_t>(dtype));
+        spec.redispatch->callBoxed(stack);
+      };
+      return torch::fp32_append_dtype<State>(site, call, redispatch, args);
     }
+    case PolicyKind::banned: return torch::banned<State>(site, spec.message.c_str(), call, args);
   }
-}
-
-// Note [promote semantics] (wrapper_support.h): Tensor and Tensor[] arguments take part.
-at::ScalarType promoted_type(const KernelSpec& spec, const Caster& caster, at::ScalarType current, const c10::Stack& stack, size_t base) {
-  for (size_t i = 0; i < spec.args.size(); ++i) {
-    const c10::IValue& value = stack[base + i];
-    if (spec.args[i] == ArgKind::tensor) current = caster.promote(current, value.toTensor());
-    if (spec.args[i] == ArgKind::tensor_list)
-      for (const at::Tensor& t : value.toTensorList()) current = caster.promote(current, t);
-  }
-  return current;
 }
 
 // Note [replacing a runtime policy while it runs]
@@ -173,42 +142,13 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
     TORCH_CHECK(op.schema().arguments().size() == spec.args.size(), "autocastgen: the runtime policy for ", spec.op,
                 " was registered for another schema of it (", spec.args.size(), " arguments, now ",
                 op.schema().arguments().size(), "); register the policy again");
-    const DeviceAutocastState& state = detail::thread_device_state(spec.device);
-    const bool ours = state.nesting > 0;
-    const torch::WrapperScope scope(spec.key, spec.op.c_str());
-    if (ours && !state.enabled) return op.callBoxed(stack);
-    const Caster caster{ours, spec.device};
-    const size_t base = stack->size() - spec.args.size();
-    switch (spec.policy) {
-      case PolicyKind::lower_precision_fp: cast_arguments(spec, caster, caster.lower_precision(), *stack, base); break;
-      case PolicyKind::fp32: cast_arguments(spec, caster, at::kFloat, *stack, base); break;
-      case PolicyKind::promote:
-        cast_arguments(spec, caster, promoted_type(spec, caster, caster.lower_precision(), *stack, base), *stack, base);
-        break;
-      case PolicyKind::fp32_set_opt_dtype: {
-        c10::IValue& dtype = (*stack)[base + *spec.dtype_arg];
-        if (dtype.isNone() && first_is_eligible(spec, *stack, base))
-          dtype = static_cast<int64_t>(at::kFloat);
-        break;
-      }
-      case PolicyKind::fp32_append_dtype:
-      {
-        // float32, or the first argument's own dtype when it is a tensor autocast leaves alone.
-        const c10::IValue& first = (*stack)[base];
-        const bool keep_own = first.isTensor() && !first_is_eligible(spec, *stack, base);
-        stack->emplace_back(static_cast<int64_t>(keep_own ? first.toTensor().scalar_type() : at::kFloat));
-      }
-        return spec.redispatch->callBoxed(stack);
-      case PolicyKind::banned: torch::raise_banned(spec.op.c_str(), spec.message.c_str());
-    }
-    op.callBoxed(stack);
+    // autocastgen's state while an AutocastScope is open for the device, else PyTorch's (the
+    // kernel runs only while its key is included).
+    if (detail::thread_device_state(spec.device).nesting > 0) run_policy<torch::OwnState>(spec, op, stack);
+    else run_policy<torch::TorchState>(spec, op, stack);
   }
 
  private:
-  [[nodiscard]] static bool first_is_eligible(const KernelSpec& spec, const c10::Stack& stack, size_t base) {
-    return !spec.args.empty() && stack[base].isTensor() && torch::is_eligible(stack[base].toTensor(), spec.device);
-  }
-
   // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's unlocks its load with a relaxed
   // store, which ThreadSanitizer reports; an uncontended lock costs about the same.
   [[nodiscard]] std::shared_ptr<const KernelSpec> current() const {
@@ -271,7 +211,7 @@ c10::DeviceType device_type_of(const std::string& device) {
 
 KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved) {
   const model::OperatorName& name = entry.schema->name();
-  const std::string ns = name.ns.empty() ? std::string(model::kDefaultNamespace) : name.ns;
+  const std::string ns(name.namespace_or_aten());
   const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name.name).c_str(), name.overload.c_str());
   KernelSpec spec{.handle = handle,
                   .ns = ns,
@@ -365,15 +305,6 @@ size_t install(const policy::ResolvedPolicy& resolved) {
   return count;
 }
 
-// `text` as a JSON string, which is a YAML double-quoted scalar; a c10::Error when it is not UTF-8.
-std::string quoted(std::string_view text, const std::string& call) {
-  try {
-    return nlohmann::json(text).dump();
-  } catch (const nlohmann::json::exception&) {
-    TORCH_CHECK(false, call, "\nerror: an argument is not UTF-8 text");
-  }
-}
-
 // `text` with control characters but newline and tab (a NUL would cut the raised message) as \xNN.
 std::string printable(std::string_view text) {
   std::string out;
@@ -404,31 +335,37 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
   const std::string call = c10::str("autocastgen: register_runtime_policy('", printable(op), "', '", printable(policy), "', '",
                                     printable(device), "'",
                                     message.empty() ? "" : ", <message>", ") failed:");
-  // The call as a one-entry policy file, so the loader and resolver check it as the CLI would: a
-  // banned op without a message, or a message for another policy, get the file checker's error.
-  const std::string entry =
-      message.empty() ? quoted(op, call) : c10::str("{\"op\": ", quoted(op, call), ", \"message\": ", quoted(message, call), "}");
-  const std::string text = c10::str("autocast:\n  device: ", quoted(device, call), "\nlists:\n  ", quoted(policy, call),
-                                    ": [", entry, "]\n");
+  for (const std::string_view argument : {op, policy, device, message})
+    TORCH_CHECK(is_utf8(argument), call, "\nerror: an argument is not UTF-8 text");
+  // The arguments are checked as the same fields of a policy file (same messages), in a buffer
+  // of their own so that every diagnostic has a place; the messages print without it.
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
+  const std::string text = c10::str(device, "\n", policy, "\n", op, "\n", message);
   const uint32_t file = sources.add_buffer("<register_runtime_policy>", text);
-  std::optional<policy::PolicyFile> parsed = policy::parse_policy_file(sources, file, diags);
+  const auto value = [&](std::string_view field, size_t offset) {
+    return policy::Located{std::string(field), {file, static_cast<uint32_t>(offset)}, static_cast<uint32_t>(std::max<size_t>(field.size(), 1)),
+                           /*verbatim=*/true};
+  };
+  const policy::EntryValues values{value(device, 0), value(policy, device.size() + 1),
+                                   value(op, device.size() + policy.size() + 2),
+                                   message.empty() ? std::nullopt
+                                                   : std::optional(value(message, device.size() + policy.size() + op.size() + 3))};
+  std::optional<policy::PolicyFile> parsed = policy::parse_policy_entry(file, values, diags);
   TORCH_CHECK(parsed && !diags.has_errors(), call, without_location(diags),
               policy == "banned" && message.empty() ? "\nnote: pass the message as the fourth argument" : "");
   const std::optional<policy::OpPattern> pattern = policy::parse_op_pattern(op);
-  std::vector<policy::PolicyFile> chain;
-  chain.push_back(std::move(*parsed));
-  const std::string ns = pattern && !pattern->ns.empty() ? pattern->ns : "aten";
+  const std::string ns(pattern->namespace_or_aten());
   const RegisteredSchemas registered = registered_schemas({ns});
-  if (pattern && !pattern->all_overloads) {
-    const std::string qualified =
-        ns + "::" + pattern->name + (pattern->overload.empty() ? "" : "." + pattern->overload);
+  if (!pattern->all_overloads) {
+    const std::string qualified = pattern->qualified();
     const auto unreadable = registered.unreadable.find(qualified);
     TORCH_CHECK(unreadable == registered.unreadable.end(), call, "\nerror: cannot read the schema of '", qualified,
                 "' (autocastgen reads the native_functions.yaml grammar): ", unreadable->second);
   }
+  std::vector<policy::PolicyFile> chain;
+  chain.push_back(std::move(*parsed));
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));

@@ -3,7 +3,9 @@
 1. tests/audit/fixtures/two_keys.cpp (KERNEL_CPU / KERNEL_CUDA, a banned kernel, a fallthrough, a
    hand-written kernel) imports to the hand-written policies in fixtures/expected/;
 2. import(generate(policy)) has the same resolved entries, device and key as the policy, for
-   every shipped policy (generic, cuda, cpu) — all three generated files in one import run.
+   every shipped policy (generic, cuda, cpu) — all three generated files in one import run;
+3. the same for wrappers generated with `--state autocastgen`, read by `audit diff` directly
+   (policy file against the generated C++ file): the importer knows both states.
 Comparisons go through `autocastgen audit diff --fail-on added,removed,changed`."""
 from __future__ import annotations
 
@@ -79,10 +81,21 @@ def main() -> int:
             for name, device in SHIPPED.items():
                 same_policy(cli, f"schemas/policies/{name}.yaml", out_dir / "back" / f"{device}.yaml", failures)
 
+        # 3. Wrappers of the other state, compared by audit diff straight from the C++ file.
+        own = run(cli, "generate", "--policy", "schemas/policies/cpu.yaml", "--state", "autocastgen", "--name",
+                  "cpu_own_state", "--out", str(out_dir / "own"))
+        if own.returncode != 0:
+            print(own.stdout + own.stderr)
+            return 1
+        start = time.monotonic()
+        same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "own" / "autocast_cpu_own_state.cpp", failures)
+        print(f"audit diff of the --state autocastgen file: {time.monotonic() - start:.1f} s")
+
     for f in failures:
         print("FAIL", f)
     if not failures:
-        print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu")
+        print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu, "
+              "and for cpu generated with --state autocastgen")
     return 1 if failures else 0
 
 

@@ -1,5 +1,4 @@
-// The located YAML layer: node locations, exact scalar text, errors, aliases, and the chunked
-// two-thread path, which must give the very tree (and diagnostics) of a whole-file parse.
+// The located YAML layer: node locations, exact scalar text, errors, aliases.
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -12,23 +11,19 @@ namespace {
 
 using testing_support::yaml_tree_diff;
 
-constexpr YamlParseOptions kWhole{.threads = 1};
-
 struct Parsed {
   std::optional<YamlNode> root;
   std::string diagnostics;
   size_t errors = 0;
-  size_t chunks = 0;  // how many chunks the tree came from (1: a whole-file parse)
 };
 
-Parsed parse(const std::string& text, YamlParseOptions options = kWhole) {
+Parsed parse(const std::string& text) {
   SourceManager sm;
   std::ostringstream out;
   DiagnosticEngine diags(sm, out);
   const uint32_t file = sm.add_buffer("t.yaml", text);
   Parsed parsed;
-  options.chunks_used = &parsed.chunks;
-  parsed.root = parse_yaml(sm, file, diags, options);
+  parsed.root = parse_yaml(sm, file, diags);
   parsed.diagnostics = out.str();
   parsed.errors = diags.error_count();
   return parsed;
@@ -252,163 +247,6 @@ TEST(Yaml, AliasExpansionIsBounded) {
   const Parsed small = parse(text.substr(0, text.find("a5:")));
   ASSERT_TRUE(small.root) << small.diagnostics;
   EXPECT_EQ(small.root->find("a4")->items()[9].items()[9].items()[9].items()[9].items()[9].scalar(), "x");
-}
-
-// ---- The chunked path -------------------------------------------------------------------------
-
-// A synthetic native_functions-like file with every construct the chunk splitter must survive
-// inside items: block and flow collections, quoted and escaped scalars, block scalars with "- "
-// lines, comments, blank lines, and anchors used within their own item.
-std::string synthetic_file(size_t min_bytes) {
-  std::string text = "# synthetic schemas\n\n";
-  for (int i = 0; text.size() < min_bytes; ++i) {
-    const std::string n = std::to_string(i);
-    text += "- func: op" + n + ".overload(Tensor self, int dim=-1, *, str mode=\"x\") -> Tensor\n";
-    text += "  variants: function, method\n";
-    text += "  dispatch:\n    CPU: &k" + n + " op" + n + "_cpu\n    CUDA: *k" + n + "\n";
-    text += "  tags: [core, 'pointwise', {nested: \"v\\\"" + n + "\"}]\n";
-    text += "  doc: |\n    - looks like an item\n    but is text " + n + "\n";
-    if (i % 7 == 0) text += "\n# a comment between items\n";
-    text += "  list:\n  - a\n  - b: c\n";
-  }
-  return text;
-}
-
-// Parses `text` whole and in 2, 3 and 4 chunks; returns how many chunks the 4-thread parse used.
-size_t expect_same_as_whole(const std::string& text) {
-  const Parsed whole = parse(text, kWhole);
-  EXPECT_EQ(whole.chunks, 1u);
-  size_t chunks = 0;
-  for (unsigned threads : {2u, 3u, 4u}) {
-    const Parsed chunked = parse(text, {.threads = threads, .min_parallel_bytes = 0});
-    chunks = chunked.chunks;
-    EXPECT_EQ(chunked.diagnostics, whole.diagnostics) << threads << " threads";
-    EXPECT_EQ(chunked.root.has_value(), whole.root.has_value()) << threads << " threads";
-    if (whole.root && chunked.root) {
-      EXPECT_EQ(yaml_tree_diff(*whole.root, *chunked.root), "") << threads << " threads";
-    }
-  }
-  return chunks;
-}
-
-TEST(YamlChunks, LargeFileParsesTheSameAsWhole) {
-  const std::string text = synthetic_file(200 * 1024);
-  ASSERT_GT(text.size(), 128u * 1024);
-  const Parsed whole = parse(text, kWhole);
-  ASSERT_TRUE(whole.root) << whole.diagnostics;
-  ASSERT_GT(whole.root->items().size(), 500u);
-  // The default threshold with two threads: the path the CLI takes on native_functions.yaml
-  // (which, like this file, starts with comments).
-  const Parsed defaults = parse(text, {.threads = 2});
-  ASSERT_TRUE(defaults.root) << defaults.diagnostics;
-  EXPECT_EQ(defaults.chunks, 2u);
-  EXPECT_EQ(yaml_tree_diff(*whole.root, *defaults.root), "");
-  EXPECT_EQ(expect_same_as_whole(text), 4u);
-  // Spot check: the last item's key lies where the text says.
-  const YamlNode& last = whole.root->items().back();
-  EXPECT_EQ(last.location().offset, text.rfind("\n- func:") + 3);
-}
-
-TEST(YamlChunks, SmallFilesStayWholeUnderDefaults) {
-  const std::string text = synthetic_file(4 * 1024);
-  const Parsed p = parse(text, {.threads = 2});
-  ASSERT_TRUE(p.root) << p.diagnostics;
-  EXPECT_EQ(p.chunks, 1u);
-  EXPECT_EQ(yaml_tree_diff(*p.root, *parse(text).root), "");
-}
-
-// Builds `before` + `middle` + `after` where the midpoint of the whole text falls inside
-// `middle`, so the first "\n- " the splitter finds is the one `middle` puts there.
-std::string around_midpoint(const std::string& middle) {
-  std::string items;
-  for (int i = 0; items.size() < 64 * 1024; ++i) items += "- func: f" + std::to_string(i) + "(Tensor a) -> Tensor\n";
-  return items + middle + items;
-}
-
-TEST(YamlChunks, SplitInsideAQuotedScalarFallsBackToWhole) {
-  // A double-quoted scalar may continue on a line that starts with "- " at column 0.
-  const std::string text = around_midpoint("- func: \"" + std::string(40, 'x') + "\n- not an item\"\n");
-  ASSERT_NE(text.find("\n- not an item"), std::string::npos);
-  ASSERT_LT(text.find("\n- func: \"x"), text.size() / 2);
-  ASSERT_GT(text.find("\n- not an item"), text.size() / 2 - 200);
-  const Parsed whole = parse(text);
-  ASSERT_TRUE(whole.root) << whole.diagnostics;
-  EXPECT_EQ(parse(text, {.threads = 2, .min_parallel_bytes = 0}).chunks, 1u);  // the split was refused
-  bool found = false;
-  for (const YamlNode& item : whole.root->items())
-    if (item.find("func")->scalar() == std::string(40, 'x') + " - not an item") found = true;
-  EXPECT_TRUE(found);
-  expect_same_as_whole(text);
-}
-
-TEST(YamlChunks, SplitWhereAPlainScalarRunsOn) {
-  // Found by fuzz_schema_file: after "  var" (no deeper than its key), yaml-cpp lets the scalar
-  // run on over the "- func:" line, so that line starts no item in a whole-file parse.
-  expect_same_as_whole(around_midpoint("- func: ger(Tensor self) -> Tensor\n  var\n- func: nction, method\n"));
-  expect_same_as_whole(around_midpoint("- func: ger(Tensor self) -> Tensor\n  var\n- func nction\n"));
-  expect_same_as_whole(around_midpoint("- func: f\n  tags:self [core]\n- func: g\n"));
-  expect_same_as_whole(around_midpoint("- func: f\n  dispatch\n    more text\n- func: g\n\n- func: h\n"));
-}
-
-TEST(YamlChunks, SplitInsideAFlowSequenceFallsBackToWhole) {
-  expect_same_as_whole(around_midpoint("- [a,\n- b]\n"));
-  expect_same_as_whole(around_midpoint("- {a: 1,\n- b: 2}\n"));
-}
-
-TEST(YamlChunks, NoItemAfterTheMidpoint) {
-  // One huge last item: nothing to split at, so one parse.
-  std::string text = "- a\n- doc: |\n";
-  while (text.size() < 200 * 1024) text += "    - indented, not an item\n";
-  EXPECT_EQ(expect_same_as_whole(text), 1u);
-  EXPECT_EQ(parse(text).root->items().size(), 2u);
-}
-
-TEST(YamlChunks, AliasOfAnAnchorInAnEarlierChunk) {
-  const std::string text = around_midpoint("- &shared {func: \"g(Tensor a) -> Tensor\"}\n") + "- *shared\n";
-  const Parsed whole = parse(text);
-  ASSERT_TRUE(whole.root) << whole.diagnostics;
-  EXPECT_EQ(whole.root->items().back().find("func")->scalar(), "g(Tensor a) -> Tensor");
-  EXPECT_EQ(expect_same_as_whole(text), 1u);  // the alias is unknown to its chunk: parsed whole
-}
-
-TEST(YamlChunks, ErrorsInEitherHalfGiveWholeFileDiagnostics) {
-  expect_same_as_whole(around_midpoint("- func: a\n  bad: [\n"));
-  expect_same_as_whole(around_midpoint("- func: a\n bad: b\n"));     // mis-indented key
-  expect_same_as_whole(around_midpoint("- a\n") + "- b: c: d\n");     // last chunk
-  expect_same_as_whole("- b: c: d\n" + around_midpoint("- a\n"));     // first chunk
-  expect_same_as_whole(around_midpoint("- a\n") + "top: level\n");
-  expect_same_as_whole(around_midpoint("- a\n") + "---\n- b\n");      // second document
-  expect_same_as_whole(around_midpoint("- a\n") + "...\n");
-  const Parsed p = parse(around_midpoint("- a\n") + "- b: c: d\n", {.threads = 2, .min_parallel_bytes = 0});
-  EXPECT_EQ(p.errors, 1u);
-  EXPECT_NE(p.diagnostics.find("error: invalid YAML: illegal map value"), std::string::npos);
-}
-
-TEST(YamlChunks, ByteOrderMarkAndCrLf) {
-  std::string text = "\xEF\xBB\xBF";
-  for (int i = 0; text.size() < 150 * 1024; ++i) text += "- func: f" + std::to_string(i) + "\r\n  k: 'v'\r\n";
-  const Parsed whole = parse(text);
-  ASSERT_TRUE(whole.root) << whole.diagnostics;
-  EXPECT_EQ(whole.root->items().front().location().offset, 5u);
-  EXPECT_EQ(expect_same_as_whole(text), 4u);
-}
-
-TEST(YamlChunks, LeadingCommentsAndBlankLines) {
-  const std::string items = synthetic_file(150 * 1024).substr(std::string("# synthetic schemas\n\n").size());
-  EXPECT_EQ(expect_same_as_whole("# c\n   # indented comment\n\n  \n\r\n" + items), 4u);
-  EXPECT_EQ(expect_same_as_whole(items), 4u);
-  EXPECT_EQ(expect_same_as_whole("  " + items), 1u);      // an indented sequence: not split
-  EXPECT_EQ(expect_same_as_whole("---\n" + items), 1u);  // a document marker first: not split
-  EXPECT_EQ(expect_same_as_whole("%YAML 1.2\n---\n" + items), 1u);
-}
-
-TEST(YamlChunks, TopLevelThatIsNotABlockSequence) {
-  std::string flow = "[";
-  while (flow.size() < 150 * 1024) flow += "\"- x\",\n- y,\n";
-  expect_same_as_whole(flow + "z]\n");
-  std::string mapping = "- a\n";  // starts like a sequence, then is not one
-  while (mapping.size() < 150 * 1024) mapping += "- b\n";
-  expect_same_as_whole(mapping + "k: v\n");
 }
 
 }  // namespace

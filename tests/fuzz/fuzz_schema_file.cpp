@@ -1,5 +1,5 @@
-// libFuzzer entry point: a whole schema file through load_schema_files; also checks that the
-// chunked YAML path (forced on, 2 and 3 chunks) gives the whole-file tree and diagnostics.
+// libFuzzer entry point: a whole schema file through load_schema_files, and the YAML layer's
+// invariant that a tree comes back exactly when no error was reported.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -9,29 +9,19 @@
 #include "fuzz_check.h"
 #include "schema/schema_file.h"
 #include "support/yaml.h"
-#include "yaml_tree_diff.h"
 
 namespace {
 
 using namespace autocastgen;
 
-struct YamlResult {
-  std::optional<YamlNode> root;
-  std::string diagnostics;
-  size_t chunks = 0;
-};
-
-YamlResult parse(const std::string& text, YamlParseOptions options) {
+// parse_yaml gives a tree exactly when it reported no error.
+void check_yaml(const std::string& text) {
   SourceManager sm;
   std::ostringstream out;
   DiagnosticEngine diags(sm, out);
   const uint32_t file = sm.add_buffer("fuzz.yaml", text);
-  YamlResult r;
-  options.chunks_used = &r.chunks;
-  r.root = parse_yaml(sm, file, diags, options);
-  r.diagnostics = out.str();
-  FUZZ_CHECK(r.root.has_value() == (diags.error_count() == 0), r.diagnostics);
-  return r;
+  const std::optional<YamlNode> root = parse_yaml(sm, file, diags);
+  FUZZ_CHECK(root.has_value() == (diags.error_count() == 0), out.str());
 }
 
 }  // namespace
@@ -56,20 +46,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  // When a split was used, the tree and diagnostics must be the whole-file ones. (When it was
-  // not, the result is a whole-file parse already.)
-  std::optional<YamlResult> whole;
-  for (unsigned threads : {2u, 3u}) {
-    const YamlResult chunked = parse(text, {.threads = threads, .min_parallel_bytes = 0});
-    if (chunked.chunks == 1) continue;
-    FUZZ_CHECK(chunked.chunks <= threads, std::to_string(chunked.chunks));
-    if (!whole) whole = parse(text, {.threads = 1});
-    FUZZ_CHECK(chunked.diagnostics == whole->diagnostics, whole->diagnostics + "\nvs\n" + chunked.diagnostics);
-    FUZZ_CHECK(whole->root.has_value() == chunked.root.has_value(), whole->diagnostics);
-    if (whole->root) {
-      const std::string diff = testing_support::yaml_tree_diff(*whole->root, *chunked.root);
-      FUZZ_CHECK(diff.empty(), diff);
-    }
-  }
+  check_yaml(text);
   return 0;
 }

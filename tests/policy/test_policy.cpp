@@ -51,7 +51,7 @@ class PolicyTest : public ::testing::Test {
 
   static std::map<std::string, PolicyKind> by_op(const ResolvedPolicy& policy) {
     std::map<std::string, PolicyKind> out;
-    for (const ResolvedEntry& e : policy.entries) out[display_name(*e.schema)] = e.policy;
+    for (const ResolvedEntry& e : policy.entries) out[e.schema->name().display()] = e.policy;
     return out;
   }
 
@@ -81,13 +81,13 @@ lists:
   EXPECT_EQ(policy->lower_precision, (std::vector<std::string>{"float16", "bfloat16"}));
   ASSERT_EQ(policy->entries.size(), 8u);
   // File order is kept.
-  EXPECT_EQ(display_name(*policy->entries[0].schema), "mm");
-  EXPECT_EQ(display_name(*policy->entries[1].schema), "conv1d");  // the default overload only
+  EXPECT_EQ(policy->entries[0].schema->name().display(), "mm");
+  EXPECT_EQ(policy->entries[1].schema->name().display(), "conv1d");  // the default overload only
   EXPECT_EQ(policy->count(PolicyKind::fp32_set_opt_dtype), 2u);
   const ResolvedEntry& append = policy->entries[5];
   EXPECT_EQ(append.policy, PolicyKind::fp32_append_dtype);
   ASSERT_NE(append.redispatch, nullptr);
-  EXPECT_EQ(display_name(*append.redispatch), "norm.ScalarOpt_dtype");  // Scalar p widens to Scalar? p
+  EXPECT_EQ(append.redispatch->name().display(), "norm.ScalarOpt_dtype");  // Scalar p widens to Scalar? p
   EXPECT_EQ(policy->entries.back().message, "use the logits form");
   EXPECT_EQ(diagnostics(), "");
 }
@@ -97,7 +97,7 @@ TEST_F(PolicyTest, GlobExpandsToEligibleOverloadsOnly) {
   auto policy = resolve("p.yaml");
   ASSERT_TRUE(policy) << diagnostics();
   std::vector<std::string> names;
-  for (const auto& e : policy->entries) names.push_back(display_name(*e.schema));
+  for (const auto& e : policy->entries) names.push_back(e.schema->name().display());
   EXPECT_EQ(names, (std::vector<std::string>{"pow.Tensor_Tensor", "pow.Scalar", "pow.Tensor_Scalar", "add.Tensor", "add.Scalar"}));
   EXPECT_EQ(policy->dispatch_key, "AutocastCPU");
   EXPECT_EQ(policy->lower_precision.front(), "bfloat16");  // the CPU default
@@ -129,8 +129,8 @@ lists:
                                                                {"stack", PolicyKind::promote},
                                                                {"addmm", PolicyKind::promote}}));
   // Inherited entries come first, in their files' order.
-  EXPECT_EQ(display_name(*policy->entries.front().schema), "mm");
-  EXPECT_EQ(display_name(*policy->entries.back().schema), "addmm");
+  EXPECT_EQ((policy->entries.front().schema)->name().display(), "mm");
+  EXPECT_EQ((policy->entries.back().schema)->name().display(), "addmm");
   ASSERT_EQ(policy->files.size(), 3u);
   EXPECT_NE(sources_.name(policy->files[0]).find("leaf.yaml"), std::string::npos);
 }
@@ -154,7 +154,7 @@ TEST_F(PolicyTest, CustomNamespaceOps) {
   write("p.yaml", "autocast: {device: privateuseone}\nlists:\n  lower_precision_fp: [mybackend::fused_linear, mm]\n  fp32: [\"mybackend::scale\"]\n");
   auto policy = resolve("p.yaml");
   ASSERT_TRUE(policy) << diagnostics();
-  EXPECT_EQ(display_name(*policy->entries[0].schema), "mybackend::fused_linear");
+  EXPECT_EQ(policy->entries[0].schema->name().display(), "mybackend::fused_linear");
   EXPECT_EQ(policy->dispatch_key, "AutocastPrivateUse1");
 }
 
@@ -162,7 +162,7 @@ TEST_F(PolicyTest, AppendDtypeExplicitRedispatch) {
   write("p.yaml", "autocast: {device: cuda}\nlists:\n  fp32_append_dtype:\n    - {op: norm.ScalarOpt_dim, redispatch: norm.ScalarOpt_dim_dtype}\n");
   auto policy = resolve("p.yaml");
   ASSERT_TRUE(policy) << diagnostics();
-  EXPECT_EQ(display_name(*policy->entries[0].redispatch), "norm.ScalarOpt_dim_dtype");
+  EXPECT_EQ(policy->entries[0].redispatch->name().display(), "norm.ScalarOpt_dim_dtype");
 }
 
 TEST_F(PolicyTest, AllErrorsOfARunAreReported) {

@@ -103,7 +103,7 @@ lists:
 
 std::vector<std::string> ops(const policy::ResolvedPolicy& resolved) {
   std::vector<std::string> out;
-  for (const auto& e : resolved.entries) out.push_back(policy::display_name(*e.schema));
+  for (const auto& e : resolved.entries) out.push_back(e.schema->name().display());
   return out;
 }
 

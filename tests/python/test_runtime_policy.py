@@ -244,7 +244,7 @@ def test_custom_op_banned(ops):
     register(ops.qualified("myop"), "banned")
     with cpu_autocast(), pytest.raises(RuntimeError) as error:
         myop(torch.randn(2))
-    assert f"{ops.qualified('myop')}: banned by a runtime policy" in str(error.value)
+    assert str(error.value).startswith("banned by a runtime policy")  # the message as written
     with cpu_autocast(), pytest.raises(RuntimeError, match="banned by a runtime policy"):
         myop(torch.randn(2).double())           # banned whatever the arguments (as PyTorch's)
     myop(torch.randn(2))                        # outside autocast the op runs
@@ -424,7 +424,7 @@ def test_aten_banned(tmp_path):
     register("aten::tanh", "banned")
     with cpu_autocast(), pytest.raises(RuntimeError) as error:
         torch.tanh(x)
-    assert "aten::tanh: banned by a runtime policy" in str(error.value)
+    assert str(error.value).startswith("banned by a runtime policy")
     assert torch.equal(torch.tanh(x), x.tanh())
     # a file gives its own message
     path = tmp_path / "banned.yaml"
@@ -432,7 +432,7 @@ def test_aten_banned(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # it replaces the policy registered above
         assert torch.ops.autocastgen.load_runtime_policy_file(str(path)) == 1
-    with cpu_autocast(), pytest.raises(RuntimeError, match="aten::tanh: use sigmoid"):
+    with cpu_autocast(), pytest.raises(RuntimeError, match="^use sigmoid$"):
         torch.tanh(x)
 
 
@@ -915,4 +915,4 @@ def test_banned_message_is_raised_as_written():
     register("aten::tanh", "banned", message=message)
     with cpu_autocast(), pytest.raises(RuntimeError) as error:
         torch.tanh(torch.randn(3))
-    assert f"aten::tanh: {message}" in str(error.value)
+    assert str(error.value) == message

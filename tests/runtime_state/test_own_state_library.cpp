@@ -10,7 +10,7 @@
 
 #include <autocastgen/runtime/runtime_policy.h>
 #include <autocastgen/runtime/state.h>
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 
 namespace {
 

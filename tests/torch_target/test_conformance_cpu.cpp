@@ -40,7 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include <autocastgen/runtime/state.h>
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 
 #ifndef AUTOCASTGEN_CPU_LIBRARY
 #error "AUTOCASTGEN_CPU_LIBRARY (path of libautocastgen_torch_cpu.so) must be defined"

@@ -10,7 +10,7 @@
 
 namespace autocastgen {
 
-// `tensor` cast to `to` when it is eligible (Note [eligible argument], wrapper_support.h), else
+// `tensor` cast to `to` when it is eligible (Note [eligible argument], autocastgen/torch/policy_call.h), else
 // `tensor` itself. A float32 leaf that requires
 // grad (a weight) cast to this thread's lower-precision dtype for `device` is cached while the
 // device's outermost AutocastScope lasts (not in inference mode, not with the cache disabled).

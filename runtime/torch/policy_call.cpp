@@ -1,47 +1,34 @@
-// The autocastgen-state wrapper helpers: casts through autocastgen's cache, and the key claim.
-#include "autocastgen/torch/autocastgen_state.h"
+// The out-of-line parts of the per-policy drivers (policy_call.h): eligibility, promotion,
+// banned-op errors, the call trace, and the registrations generated files make.
+#include "autocastgen/torch/policy_call.h"
 
-#include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 
+#include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
 #include <c10/util/Logging.h>
 #include <torch/library.h>
 
-#include "cast_each.h"
 #include "state_internal.h"
 
-namespace autocastgen::torch::autocastgen_state {
+namespace autocastgen::torch {
 
-namespace {
-
-// One tensor, through this state's cache.
-at::Tensor cast_one(const at::Tensor& tensor, at::ScalarType to, c10::DeviceType device) {
-  return ::autocastgen::cached_cast(to, tensor, device);
+WrapperTrace& wrapper_trace() {
+  thread_local WrapperTrace trace;
+  return trace;
 }
 
-}  // namespace
+bool is_eligible(const at::Tensor& tensor, c10::DeviceType device) { return at::autocast::is_eligible(tensor, device); }
 
-std::optional<at::Tensor> cast(const std::optional<at::Tensor>& tensor, at::ScalarType to, c10::DeviceType device) {
-  return detail::cast_optional(tensor, [&](const at::Tensor& t) { return cast_one(t, to, device); });
+at::ScalarType torch_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
+  return at::autocast::prioritize(current, tensor, device);
 }
 
-std::vector<at::Tensor> cast(at::TensorList tensors, at::ScalarType to, c10::DeviceType device) {
-  return detail::cast_each(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
-}
-
-std::vector<at::Tensor> cast(const at::ITensorListRef& tensors, at::ScalarType to, c10::DeviceType device) {
-  return detail::cast_each(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
-}
-
-c10::List<std::optional<at::Tensor>> cast(const c10::List<std::optional<at::Tensor>>& tensors, at::ScalarType to,
-                                          c10::DeviceType device) {
-  return detail::cast_each_optional(tensors, [&](const at::Tensor& t) { return cast_one(t, to, device); });
-}
-
-at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
+at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
   if (!is_eligible(tensor, device)) return current;
   const at::ScalarType next = tensor.scalar_type();
   if (next == at::kDouble) return current;
@@ -52,15 +39,22 @@ at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::De
   return lower;
 }
 
-at::ScalarType promote(at::ScalarType current, at::TensorList tensors, c10::DeviceType device) {
-  for (const at::Tensor& t : tensors) current = promote(current, t, device);
-  return current;
+void raise_banned(const char* op, const char* message) {
+  (void)op;  // the message is raised exactly as the policy wrote it, as PyTorch's own banned kernels do
+  TORCH_CHECK(false, message);
 }
 
-at::ScalarType promote(at::ScalarType current, const at::ITensorListRef& tensors, c10::DeviceType device) {
-  for (const at::Tensor& t : tensors) current = promote(current, t, device);
-  return current;
+FallthroughRegistration::FallthroughRegistration(c10::DispatchKey key) {
+  // Static initialisers of several generated libraries may race; the check and the registration
+  // must be one step.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (c10::Dispatcher::singleton().hasBackendFallbackForDispatchKey(key)) return;
+  library_ = std::make_unique<::torch::Library>(::torch::Library::IMPL, "_", key, __FILE__, __LINE__);
+  library_->fallback(::torch::CppFunction::makeFallthrough());
 }
+
+FallthroughRegistration::~FallthroughRegistration() = default;
 
 DispatchKeyClaim::DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<std::string_view> listed_ops) {
   const std::set<std::string_view> listed(listed_ops.begin(), listed_ops.end());
@@ -86,4 +80,4 @@ DispatchKeyClaim::DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<s
 
 DispatchKeyClaim::~DispatchKeyClaim() = default;
 
-}  // namespace autocastgen::torch::autocastgen_state
+}  // namespace autocastgen::torch

@@ -1,0 +1,156 @@
+// Input kinds by extension, and manifests read back into the resolved-policy model.
+#include "audit/inputs.h"
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "policy/policy_file.h"
+#include "support/strings.h"
+#include "support/yaml.h"
+
+namespace autocastgen::audit {
+
+namespace fs = std::filesystem;
+using policy::PolicyKind;
+using policy::PolicySource;
+
+std::optional<PolicySource> input_kind(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext == ".yaml" || ext == ".yml") return PolicySource::policy_file;
+  if (ext == ".json") return PolicySource::manifest;
+  static constexpr std::string_view kCpp[] = {".cpp", ".cc", ".cxx", ".c++", ".cu", ".h", ".hh", ".hpp", ".hxx", ".inl"};
+  if (std::find(std::begin(kCpp), std::end(kCpp), ext) != std::end(kCpp)) return PolicySource::cpp;
+  return std::nullopt;
+}
+
+namespace {
+
+// A manifest entry's members besides the policy language's own.
+constexpr std::array<std::string_view, 4> kManifestOnlyKeys = {"policy", "schema", "wrapper", "dispatch_key"};
+
+// JSON's names for what a node is (a manifest is JSON read as YAML).
+std::string_view json_kind(const YamlNode& node) {
+  switch (node.kind()) {
+    case YamlNode::Kind::mapping: return "an object";
+    case YamlNode::Kind::sequence: return "an array";
+    case YamlNode::Kind::scalar: return "a scalar";
+    case YamlNode::Kind::null: return "null";
+  }
+  return "a scalar";
+}
+
+class ManifestReader {
+ public:
+  ManifestReader(const model::SchemaSet& schemas, DiagnosticEngine& diags) : schemas_(schemas), diags_(diags), fields_(diags) {}
+
+  std::optional<policy::ResolvedPolicy> run(const YamlNode& root, policy::ResolvedPolicy policy) {
+    const size_t errors_before = diags_.error_count();
+    if (!root.is_mapping()) {
+      diags_.error(root.location(),
+                   fmt::format("a manifest is a JSON object with 'device', 'dispatch_key' and 'ops'; found {}", json_kind(root)));
+      return std::nullopt;
+    }
+    if (const YamlNode* device = required(root, "device"))
+      if (std::optional<policy::Located> d = fields_.device(*device)) policy.device = d->text;
+    if (const YamlNode* key = required(root, "dispatch_key"))
+      if (std::optional<policy::Located> k = fields_.dispatch_key(*key)) policy.dispatch_key = k->text;
+    if (const YamlNode* dtypes = root.find("lower_precision"))
+      if (std::optional<std::vector<policy::Located>> list = fields_.lower_precision(*dtypes))
+        for (const policy::Located& d : *list) policy.lower_precision.push_back(d.text);
+    if (const YamlNode* ops = required(root, "ops")) {
+      if (!ops->is_sequence()) {
+        diags_.error(ops->location(), fmt::format("'ops' must be an array of objects, found {}", json_kind(*ops)));
+      } else {
+        std::unordered_map<std::string, size_t> seen;  // op -> index in entries
+        for (const YamlNode& item : ops->items()) read_op(item, policy, seen);
+      }
+    }
+    if (diags_.error_count() != errors_before) return std::nullopt;
+    return policy;
+  }
+
+ private:
+  const YamlNode* required(const YamlNode& object, std::string_view key) {
+    const YamlNode* value = object.find(key);
+    if (!value) diags_.error(object.location(), fmt::format("missing member '{}'", key));
+    return value;
+  }
+
+  // Looks a name up in the schemas; a warning when they lack it (another PyTorch made the manifest).
+  const model::FunctionSchema* lookup(const policy::Located& name, bool warn_unknown) {
+    const std::optional<policy::OpPattern> pattern = policy::parse_op_pattern(name.text);
+    const model::FunctionSchema* schema = schemas_.find(pattern->ns, pattern->unqualified());
+    if (!schema && warn_unknown) {
+      const std::string suggestion = closest_match(pattern->name, schemas_.operator_names(pattern->ns));
+      diags_.warning(name.location,
+                     fmt::format("'{}' is not in the op schemas{}; was the manifest generated from another PyTorch? (give "
+                                 "--schemas for each input)",
+                                 name.text, suggestion.empty() ? "" : fmt::format(" (did you mean '{}'?)", suggestion)),
+                     name.length);
+    }
+    return schema;
+  }
+
+  void read_op(const YamlNode& item, policy::ResolvedPolicy& policy, std::unordered_map<std::string, size_t>& seen) {
+    if (!item.is_mapping()) {
+      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'policy', found {}", json_kind(item)));
+      return;
+    }
+    const YamlNode* policy_name = required(item, "policy");
+    if (!policy_name) return;
+    const std::optional<PolicyKind> kind = fields_.policy(*policy_name);
+    if (!kind) return;
+    const std::optional<policy::PolicyEntry> entry = fields_.entry(*kind, item, kManifestOnlyKeys);
+    if (!entry) return;
+    if (entry->op.text.find('*') != std::string::npos) {
+      diags_.error(entry->op.location, fmt::format("a manifest names single overloads, not '{}'", entry->op.text), entry->op.length);
+      return;
+    }
+    policy::ResolvedEntry resolved;
+    resolved.schema = lookup(entry->op, /*warn_unknown=*/true);
+    resolved.op = resolved.schema ? resolved.schema->name().display() : entry->op.text;  // `aten::mm` -> `mm`
+    resolved.policy = *kind;
+    resolved.message = entry->message ? entry->message->text : std::string();
+    resolved.location = entry->op.location;
+    resolved.length = entry->op.length;
+    if (*kind == PolicyKind::fp32_append_dtype) {
+      // A policy file may leave the sibling to the resolver; a manifest records the one it chose.
+      if (!entry->redispatch) {
+        diags_.error(item.location(), "an fp32_append_dtype entry needs 'redispatch' (the overload it calls)");
+        return;
+      }
+      resolved.redispatch = lookup(*entry->redispatch, /*warn_unknown=*/false);
+      resolved.redispatch_op = resolved.redispatch ? resolved.redispatch->name().display() : entry->redispatch->text;
+    }
+    if (auto [it, inserted] = seen.emplace(resolved.op, policy.entries.size()); !inserted) {
+      const policy::ResolvedEntry& first = policy.entries[it->second];
+      diags_.error(resolved.location, fmt::format("'{}' is listed twice", resolved.op), resolved.length);
+      diags_.note(first.location, "first listed here", first.length);
+      return;
+    }
+    policy.entries.push_back(std::move(resolved));
+  }
+
+  const model::SchemaSet& schemas_;
+  DiagnosticEngine& diags_;
+  policy::FieldReader fields_;
+};
+
+}  // namespace
+
+std::optional<policy::ResolvedPolicy> read_manifest(uint32_t file, std::string name, const model::SchemaSet& schemas,
+                                                    const SourceManager& sources, DiagnosticEngine& diags) {
+  std::optional<YamlNode> root = parse_yaml(sources, file, diags, "JSON");
+  if (!root) return std::nullopt;
+  policy::ResolvedPolicy policy;
+  policy.source = PolicySource::manifest;
+  policy.name = std::move(name);
+  return ManifestReader(schemas, diags).run(*root, std::move(policy));
+}
+
+}  // namespace autocastgen::audit

@@ -1,0 +1,22 @@
+// The JSON form of resolved entries and counts.
+#include "emit/policy_json.h"
+
+namespace autocastgen::emit {
+
+nlohmann::ordered_json entry_json(const policy::ResolvedEntry& entry) {
+  nlohmann::ordered_json out;
+  out["op"] = entry.op;
+  out["policy"] = policy::spelling(entry.policy);
+  if (entry.schema) out["schema"] = entry.schema->str();
+  if (entry.policy == policy::PolicyKind::fp32_append_dtype && !entry.redispatch_op.empty()) out["redispatch"] = entry.redispatch_op;
+  if (entry.policy == policy::PolicyKind::banned) out["message"] = entry.message;
+  return out;
+}
+
+nlohmann::ordered_json counts_json(const policy::ResolvedPolicy& policy) {
+  nlohmann::ordered_json counts;
+  for (const policy::PolicyKind kind : policy::kAllPolicies) counts[std::string(policy::spelling(kind))] = policy.count(kind);
+  return counts;
+}
+
+}  // namespace autocastgen::emit

@@ -1,0 +1,18 @@
+// How resolved policies are written as JSON, once for every output that does: `check --format
+// json`, the manifests `generate` writes and `audit coverage --format json`. (Manifests are read
+// back with the policy language's own field reader: audit/inputs.h.)
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "policy/policy.h"
+
+namespace autocastgen::emit {
+
+// `op`, `policy`, and where they apply `schema`, `redispatch` and `message`.
+[[nodiscard]] nlohmann::ordered_json entry_json(const policy::ResolvedEntry& entry);
+
+// The number of entries of each policy, in the language's order.
+[[nodiscard]] nlohmann::ordered_json counts_json(const policy::ResolvedPolicy& policy);
+
+}  // namespace autocastgen::emit

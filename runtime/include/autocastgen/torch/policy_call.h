@@ -1,0 +1,340 @@
+// What an autocast policy does at a call, written once: generated wrappers call these per-policy
+// drivers (one line each), and the boxed runtime-policy kernel calls the same drivers through a
+// boxed argument adapter (runtime/torch/boxed_args.h). Kept light (no ATen/ATen.h) so generated
+// files compile fast.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/macros/Export.h>
+
+#include "autocastgen/runtime/cast_cache.h"
+#include "autocastgen/runtime/state.h"
+
+namespace torch {
+class Library;
+}
+
+// Exported by libtorch_cpu and declared in ATen/autocast_mode.h; declared again here (same
+// signatures) so generated files can call them inline without including that heavy header.
+namespace at::autocast {
+TORCH_API at::ScalarType get_autocast_dtype(at::DeviceType device_type);
+TORCH_API at::Tensor cached_cast(at::ScalarType to_type, const at::Tensor& arg, c10::DeviceType device_type);
+}  // namespace at::autocast
+
+namespace autocastgen::torch {
+
+// Note [promote semantics]: the widest floating type among the eligible Tensor and Tensor[]
+// arguments, starting from the lower-precision dtype; float64 is ignored and mixing float16 with
+// bfloat16 is an error. As in PyTorch, optional tensors do not take part (they are still cast).
+// One step of it: `current` widened by `tensor`. TorchState's is PyTorch's own (its error text
+// included); OwnState's reads autocastgen's lower-precision dtype.
+TORCH_API at::ScalarType torch_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
+TORCH_API at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
+
+// Note [two states]: whose autocast state a wrapper follows is a type, chosen when the wrapper is
+// generated (`generate --state`, `add_autocast_ops(STATE ...)`) or, for a runtime policy, per call.
+// - TorchState: PyTorch's at::autocast (torch.autocast turns it on; PyTorch's cast cache). The
+//   autocast key is included only while it is on, so a wrapper that runs is on.
+// - OwnState: autocastgen's thread-local state (AutocastScope; autocastgen's cast cache). The key
+//   is also included while torch.autocast is on, so a wrapper checks that autocastgen's state is.
+struct TorchState {
+  static constexpr std::string_view name = "torch";
+  static bool on(c10::DeviceType) { return true; }
+  static at::ScalarType lower_precision(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
+  static at::Tensor cast(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
+    return at::autocast::cached_cast(to, tensor, device);
+  }
+  static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
+    return torch_promote_type(current, tensor, device);
+  }
+};
+
+struct OwnState {
+  static constexpr std::string_view name = "autocastgen";
+  static bool on(c10::DeviceType device) { return ::autocastgen::is_autocast_enabled(device); }
+  static at::ScalarType lower_precision(c10::DeviceType device) { return ::autocastgen::autocast_dtype(device); }
+  static at::Tensor cast(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
+    return ::autocastgen::cached_cast(to, tensor, device);
+  }
+  static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
+    return own_promote_type(current, tensor, device);
+  }
+};
+
+// Which generated wrapper or runtime-policy kernel ran last on this thread, and how many have run:
+// lets tests prove that our kernels (not PyTorch's built-in ones) handled a call.
+struct WrapperTrace {
+  const char* last_op = nullptr;
+  uint64_t calls = 0;
+};
+TORCH_API WrapperTrace& wrapper_trace();
+
+// Where a call comes from: its policy's device and autocast key, and the op as
+// `ns::name[.overload]` (a string that outlives the call).
+struct Site {
+  c10::DeviceType device;
+  c10::DispatchKey key;
+  const char* op;
+};
+
+// Note [eligible argument]: defined, floating point, on the policy's device, not float64.
+TORCH_API bool is_eligible(const at::Tensor& tensor, c10::DeviceType device);
+
+
+// banned: raises c10::Error with the policy's message exactly as written (PyTorch's own banned
+// kernels raise their message alone, and code matches on it).
+[[noreturn]] TORCH_API void raise_banned(const char* op, const char* message);
+
+namespace detail {
+template <typename Tensors, typename CastOne>
+std::vector<at::Tensor> cast_each(const Tensors& tensors, const CastOne& cast_one) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(cast_one(t));
+  return out;
+}
+}  // namespace detail
+
+// One autocast call: excludes the autocast key for its whole life (so the inner call reaches the
+// backend), traces the call, and gives the drivers below the state's reads and casts.
+template <typename State>
+class Call {
+ public:
+  using state_type = State;
+
+  explicit Call(const Site& site) : site_(site), exclude_(site.key) {
+    WrapperTrace& trace = wrapper_trace();
+    trace.last_op = site.op;
+    ++trace.calls;
+  }
+
+  [[nodiscard]] const Site& site() const { return site_; }
+  [[nodiscard]] bool on() const { return State::on(site_.device); }
+  [[nodiscard]] at::ScalarType lower_precision() const { return State::lower_precision(site_.device); }
+  [[nodiscard]] bool eligible(const at::Tensor& tensor) const { return is_eligible(tensor, site_.device); }
+  [[nodiscard]] at::Tensor cast(const at::Tensor& tensor, at::ScalarType to) const {
+    return State::cast(to, tensor, site_.device);
+  }
+  [[nodiscard]] at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor) const {
+    return State::promote(current, tensor, site_.device);
+  }
+  [[noreturn]] void raise_banned(const char* message) const { ::autocastgen::torch::raise_banned(site_.op, message); }
+
+ private:
+  const Site& site_;
+  c10::impl::ExcludeDispatchKeyGuard exclude_;
+};
+
+// fp32_set_opt_dtype's `ScalarType? dtype` argument, marked in the wrapper's call so the driver
+// knows which argument to fill.
+struct OptDtypeArg {
+  const std::optional<at::ScalarType>& value;
+};
+inline OptDtypeArg opt_dtype(const std::optional<at::ScalarType>& value) { return {value}; }
+
+// ---- Per-argument steps, overloaded by argument type (found at instantiation; boxed_args.h adds
+// the boxed ones). Arguments that are not tensors pass through every step unchanged.
+
+template <typename T>
+const T& plain_arg(const T& value) {
+  return value;
+}
+inline const std::optional<at::ScalarType>& plain_arg(const OptDtypeArg& dtype) { return dtype.value; }
+
+template <typename S, typename T>
+const T& cast_arg(const Call<S>&, const T& value, at::ScalarType) {
+  return value;
+}
+template <typename S>
+at::Tensor cast_arg(const Call<S>& call, const at::Tensor& tensor, at::ScalarType to) {
+  return call.cast(tensor, to);
+}
+template <typename S>
+std::optional<at::Tensor> cast_arg(const Call<S>& call, const std::optional<at::Tensor>& tensor, at::ScalarType to) {
+  if (!tensor.has_value()) return std::nullopt;
+  return call.cast(*tensor, to);
+}
+template <typename S>
+std::vector<at::Tensor> cast_arg(const Call<S>& call, at::TensorList tensors, at::ScalarType to) {
+  return detail::cast_each(tensors, [&](const at::Tensor& t) { return call.cast(t, to); });
+}
+template <typename S>
+std::vector<at::Tensor> cast_arg(const Call<S>& call, const at::ITensorListRef& tensors, at::ScalarType to) {
+  return detail::cast_each(tensors, [&](const at::Tensor& t) { return call.cast(t, to); });
+}
+template <typename S>
+c10::List<std::optional<at::Tensor>> cast_arg(const Call<S>& call, const c10::List<std::optional<at::Tensor>>& tensors,
+                                              at::ScalarType to) {
+  c10::List<std::optional<at::Tensor>> out;
+  out.reserve(tensors.size());
+  for (const std::optional<at::Tensor>& t : tensors) out.push_back(cast_arg(call, t, to));
+  return out;
+}
+
+// Note [promote semantics]: Tensor and Tensor[] arguments take part, optional ones do not.
+template <typename S, typename T>
+at::ScalarType promote_arg(const Call<S>&, at::ScalarType current, const T&) {
+  return current;
+}
+template <typename S>
+at::ScalarType promote_arg(const Call<S>& call, at::ScalarType current, const at::Tensor& tensor) {
+  return call.promote(current, tensor);
+}
+template <typename S>
+at::ScalarType promote_arg(const Call<S>& call, at::ScalarType current, at::TensorList tensors) {
+  for (const at::Tensor& t : tensors) current = call.promote(current, t);
+  return current;
+}
+template <typename S>
+at::ScalarType promote_arg(const Call<S>& call, at::ScalarType current, const at::ITensorListRef& tensors) {
+  for (const at::Tensor& t : tensors) current = call.promote(current, t);
+  return current;
+}
+
+// fp32_set_opt_dtype: the marked dtype becomes float32 when unset and the first argument is
+// eligible; other arguments pass unchanged.
+template <typename S, typename T>
+const T& fill_dtype_arg(const Call<S>&, const T& value, bool) {
+  return value;
+}
+template <typename S>
+std::optional<at::ScalarType> fill_dtype_arg(const Call<S>&, const OptDtypeArg& dtype, bool first_eligible) {
+  if (dtype.value.has_value() || !first_eligible) return dtype.value;
+  return at::kFloat;
+}
+
+// Whether the first argument is an eligible tensor (fp32_set_opt_dtype, fp32_append_dtype).
+template <typename S, typename T>
+bool first_eligible(const Call<S>&, const T&) {
+  return false;
+}
+template <typename S>
+bool first_eligible(const Call<S>& call, const at::Tensor& tensor) {
+  return call.eligible(tensor);
+}
+
+// fp32_append_dtype: float32, or the first argument's own dtype when it is a tensor autocast
+// leaves alone.
+template <typename S, typename T>
+at::ScalarType appended_dtype(const Call<S>&, const T&) {
+  return at::kFloat;
+}
+template <typename S>
+at::ScalarType appended_dtype(const Call<S>& call, const at::Tensor& first) {
+  return call.eligible(first) ? at::kFloat : first.scalar_type();
+}
+
+template <typename First, typename... Rest>
+const First& first_of(const First& first, const Rest&...) {
+  return first;
+}
+
+// Calls the op: a function (at::_ops::<op>::call) or a typed dispatcher handle (custom namespaces).
+template <typename Op, typename... Args>
+decltype(auto) invoke(const Op& op, Args&&... args) {
+  if constexpr (std::is_invocable_v<const Op&, Args&&...>) return op(std::forward<Args>(args)...);
+  else return op.call(std::forward<Args>(args)...);
+}
+
+// ---- The six policies (Note [policy semantics] in codegen/policy/policy.h). Each starts a Call
+// and, while the state is off, calls the op untouched.
+
+// Every eligible argument cast to the lower-precision dtype.
+template <typename State, typename Op, typename... Args>
+decltype(auto) lower_precision_fp(const Site& site, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  const at::ScalarType to = call.lower_precision();
+  return invoke(op, cast_arg(call, args, to)...);
+}
+
+// Every eligible argument cast to float32.
+template <typename State, typename Op, typename... Args>
+decltype(auto) fp32(const Site& site, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  return invoke(op, cast_arg(call, args, at::kFloat)...);
+}
+
+// Every eligible argument cast to the widest floating type among them.
+template <typename State, typename Op, typename... Args>
+decltype(auto) promote(const Site& site, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  at::ScalarType to = call.lower_precision();
+  ((to = promote_arg(call, to, args)), ...);
+  return invoke(op, cast_arg(call, args, to)...);
+}
+
+// An unset `dtype` (marked with opt_dtype()) becomes float32 when the first argument is eligible;
+// nothing is cast.
+template <typename State, typename Op, typename... Args>
+decltype(auto) fp32_set_opt_dtype(const Site& site, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  const bool fill = first_eligible(call, first_of(args...));
+  return invoke(op, fill_dtype_arg(call, args, fill)...);
+}
+
+// Redispatches to the sibling overload taking a trailing dtype: float32, or the first argument's
+// own dtype when it is not eligible.
+template <typename State, typename Op, typename Redispatch, typename... Args>
+decltype(auto) fp32_append_dtype(const Site& site, const Op& op, const Redispatch& redispatch, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  return invoke(redispatch, plain_arg(args)..., appended_dtype(call, first_of(args...)));
+}
+
+// Raises with the policy's message.
+template <typename State, typename Op, typename... Args>
+decltype(auto) banned(const Site& site, const char* message, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  call.raise_banned(message);
+}
+
+// ---- Registration helpers of generated files.
+
+// Registers a fallthrough fallback for `key` unless one exists already (PyTorch owns the
+// fallback of most autocast keys); the registration lives as long as this object.
+class TORCH_API FallthroughRegistration {
+ public:
+  explicit FallthroughRegistration(c10::DispatchKey key);
+  ~FallthroughRegistration();
+  FallthroughRegistration(const FallthroughRegistration&) = delete;
+  FallthroughRegistration& operator=(const FallthroughRegistration&) = delete;
+  [[nodiscard]] bool registered() const { return library_ != nullptr; }
+
+ private:
+  std::unique_ptr<::torch::Library> library_;
+};
+
+// Note [claiming the key]: a library generated with OwnState owns its dispatch key. Kernels that
+// others (PyTorch) registered there for ops the policy leaves out would cast by PyTorch's state
+// whenever an AutocastScope includes the key; they are replaced by fallthroughs, so unlisted ops
+// run untouched. Ops given a runtime policy are left alone. A TorchState library claims nothing:
+// PyTorch's kernels for other ops follow the same state as its wrappers.
+class TORCH_API DispatchKeyClaim {
+ public:
+  DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<std::string_view> listed_ops);
+  ~DispatchKeyClaim();
+  DispatchKeyClaim(const DispatchKeyClaim&) = delete;
+  DispatchKeyClaim& operator=(const DispatchKeyClaim&) = delete;
+
+ private:
+  std::vector<std::unique_ptr<::torch::Library>> libraries_;  // one per namespace
+};
+
+}  // namespace autocastgen::torch

@@ -1,0 +1,89 @@
+// The arguments of a boxed call as one argument of the per-policy drivers (policy_call.h): the
+// runtime-policy kernel runs the same drivers as generated wrappers, on the dispatcher's stack.
+// Not installed.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/stack.h>
+
+#include "autocastgen/torch/policy_call.h"
+
+namespace autocastgen::torch {
+
+// How an argument of a schema takes part in casting.
+enum class ArgKind { other, tensor, tensor_list, optional_tensor, optional_tensor_list };
+
+// The op's arguments on the stack: stack[base + i] is argument i, of kind kinds[i].
+struct BoxedArgs {
+  c10::Stack* stack;
+  size_t base;
+  const std::vector<ArgKind>* kinds;
+  std::optional<size_t> dtype_index;  // fp32_set_opt_dtype: the `ScalarType? dtype` argument
+
+  [[nodiscard]] c10::IValue& at(size_t i) const { return (*stack)[base + i]; }
+  [[nodiscard]] size_t size() const { return kinds->size(); }
+};
+
+// Casts every tensor argument on the stack, in place.
+template <typename S>
+const BoxedArgs& cast_arg(const Call<S>& call, const BoxedArgs& args, at::ScalarType to) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& value = args.at(i);
+    switch ((*args.kinds)[i]) {
+      case ArgKind::other: break;
+      case ArgKind::tensor:
+      case ArgKind::optional_tensor:
+        if (value.isTensor()) value = cast_arg(call, value.toTensor(), to);
+        break;
+      case ArgKind::tensor_list: {
+        c10::List<at::Tensor> cast;
+        for (const at::Tensor& t : value.toTensorList()) cast.push_back(cast_arg(call, t, to));
+        value = std::move(cast);
+        break;
+      }
+      case ArgKind::optional_tensor_list:
+        value = cast_arg(call, value.toOptionalTensorList(), to);
+        break;
+    }
+  }
+  return args;
+}
+
+// Note [promote semantics]: Tensor and Tensor[] arguments take part.
+template <typename S>
+at::ScalarType promote_arg(const Call<S>& call, at::ScalarType current, const BoxedArgs& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args.at(i);
+    if ((*args.kinds)[i] == ArgKind::tensor) current = call.promote(current, value.toTensor());
+    if ((*args.kinds)[i] == ArgKind::tensor_list)
+      for (const at::Tensor& t : value.toTensorList()) current = call.promote(current, t);
+  }
+  return current;
+}
+
+template <typename S>
+bool first_eligible(const Call<S>& call, const BoxedArgs& args) {
+  return args.size() != 0 && args.at(0).isTensor() && first_eligible(call, args.at(0).toTensor());
+}
+
+template <typename S>
+const BoxedArgs& fill_dtype_arg(const Call<S>& call, const BoxedArgs& args, bool first_is_eligible) {
+  c10::IValue& dtype = args.at(*args.dtype_index);
+  const std::optional<at::ScalarType> unset;
+  if (dtype.isNone()) {
+    const std::optional<at::ScalarType> filled = fill_dtype_arg(call, opt_dtype(unset), first_is_eligible);
+    if (filled) dtype = static_cast<int64_t>(*filled);
+  }
+  return args;
+}
+
+template <typename S>
+at::ScalarType appended_dtype(const Call<S>& call, const BoxedArgs& args) {
+  if (args.size() == 0 || !args.at(0).isTensor()) return at::kFloat;
+  return appended_dtype(call, args.at(0).toTensor());
+}
+
+}  // namespace autocastgen::torch

@@ -9,7 +9,7 @@ Measured (wall time, and CPU time = user + system, medians of --runs):
   torchgen cold  a fresh `python -c` process that imports torchgen and calls parse_native_yaml
   start-up       `autocastgen --version`: what loading the binary and its libraries costs
 The target is ours <= 0.10 x torchgen warm (wall). CPU time is less disturbed by other work on a
-busy machine; ours uses two threads, so its CPU time can exceed its wall time.
+busy machine; both sides run in one thread.
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@
 
 #include <autocastgen/runtime/cast_cache.h>
 #include <autocastgen/runtime/state.h>
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 #include <autocastgen/runtime/runtime_policy.h>
 
 namespace {

@@ -13,7 +13,7 @@
 #include <ATen/autocast_mode.h>
 #include <benchmark/benchmark.h>
 
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 
 namespace {
 

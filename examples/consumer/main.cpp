@@ -5,7 +5,7 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 
 int main() {
   auto& dispatcher = c10::Dispatcher::singleton();

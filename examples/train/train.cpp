@@ -14,7 +14,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <autocastgen/runtime/state.h>
-#include <autocastgen/torch/wrapper_support.h>
+#include <autocastgen/torch/policy_call.h>
 
 namespace {
 

@@ -50,11 +50,13 @@ class _Frames:
     def push(self, depth: int) -> None:
         self._stack().append(depth)
 
-    def pop(self) -> int:
+    def close_innermost(self) -> None:
+        """Closes the frame this object opened last on this thread; it stays open if that fails."""
         stack = self._stack()
         if not stack:
             raise RuntimeError("autocastgen: __exit__ without a matching __enter__ on this thread")
-        return stack.pop()
+        _ops().autocast_exit(stack[-1])
+        stack.pop()
 
 
 class autocast:  # noqa: N801 - named like torch.autocast, which it mirrors
@@ -105,7 +107,7 @@ class autocast:  # noqa: N801 - named like torch.autocast, which it mirrors
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        _ops().autocast_exit(self._frames.pop())
+        self._frames.close_innermost()
 
     def __call__(self, func: F) -> F:
         if not callable(func):
@@ -165,7 +167,7 @@ class state_guard:  # noqa: N801 - a context manager, named like one
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        _ops().autocast_exit(self._frames.pop())
+        self._frames.close_innermost()
 
     def __call__(self, func: F) -> F:
         if not callable(func):

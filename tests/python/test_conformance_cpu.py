@@ -209,7 +209,9 @@ def test_library_kernels_replace_pytorch_ones(runs):
     assert ops
     for op in ops:
         where = autocast_cpu_kernel(op if "::" in op else f"aten::{op}")
-        if where is None or pathlib.Path(where).resolve() != generated.resolve():
+        # A relative __FILE__ (ccache with CCACHE_BASEDIR rewrites paths so) is relative to the
+        # build directory, where the compiler ran.
+        if where is None or (BUILD / where).resolve() != generated.resolve():
             wrong[op] = where
     assert not wrong, f"AutocastCPU kernels not registered from {generated}: {wrong}"
 

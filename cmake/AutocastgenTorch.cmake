@@ -34,12 +34,14 @@ for evidence in (os.path.join(tg_parent, "torch", "version.py"), os.path.join(tg
         schemas_release = found.get("__version__", "")
         break
 print(schemas_release)
-# The std::string ABI, from torch itself (PyPI's wheels before 2.7 use the old one).
+# The std::string ABI, from torch itself (PyPI's wheels before 2.7 use the old one). A failed
+# import is reported after the release check: a torchgen of another release (PYTHONPATH) can
+# break it, and then the mismatch is the message to give.
 try:
     import torch
     print(int(torch.compiled_with_cxx11_abi()))
 except Exception as error:
-    sys.exit(f"importing torch (to read its C++ ABI) failed: {error}")
+    print("error: " + " ".join(str(error).replace(";", ",").split()))
 ]=]
     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT result EQUAL 0)
@@ -59,7 +61,6 @@ except Exception as error:
   set(AUTOCASTGEN_TORCH_VERSION "${torch_version}" CACHE INTERNAL "")
   set(AUTOCASTGEN_TORCH_CUDA_VERSION "${torch_cuda}" CACHE INTERNAL "")
   set(AUTOCASTGEN_NATIVE_FUNCTIONS "${native_functions}" CACHE INTERNAL "")
-  set(AUTOCASTGEN_TORCH_CXX11_ABI "${cxx11_abi}" CACHE INTERNAL "")
   if(NOT EXISTS "${native_functions}")
     message(FATAL_ERROR "autocastgen: the installed torchgen has no ${native_functions}")
   endif()
@@ -84,6 +85,12 @@ except Exception as error:
       "PYTHONPATH), or pick another interpreter with -DAUTOCASTGEN_PYTHON=/path/to/python.")
   endif()
 
+  if(NOT cxx11_abi MATCHES "^[01]$")
+    message(FATAL_ERROR
+      "autocastgen: importing torch with ${Python3_EXECUTABLE} (to read its C++ string ABI, "
+      "torch.compiled_with_cxx11_abi()) failed: ${cxx11_abi}")
+  endif()
+  set(AUTOCASTGEN_TORCH_CXX11_ABI "${cxx11_abi}" CACHE INTERNAL "")
 
   if(NOT TARGET autocastgen::torch)
     add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)

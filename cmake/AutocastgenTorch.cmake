@@ -1,9 +1,11 @@
 # Finds the PyTorch installed in the machine's Python (pip) and describes it as imported targets:
-#   autocastgen::torch        headers + libtorch/libtorch_cpu/libc10 (pip wheels use the default,
-#                             new libstdc++ ABI, so no ABI define is needed)
+#   autocastgen::torch        headers + libtorch/libtorch_cpu/libc10, and the std::string ABI that
+#                             torch was built with (-D_GLIBCXX_USE_CXX11_ABI=0 or 1), which code
+#                             linking it must use
 # and these cache variables:
 #   AUTOCASTGEN_TORCH_DIR, AUTOCASTGEN_TORCH_VERSION, AUTOCASTGEN_TORCH_CUDA_VERSION,
-#   AUTOCASTGEN_NATIVE_FUNCTIONS (the op schemas shipped inside torchgen).
+#   AUTOCASTGEN_NATIVE_FUNCTIONS (the op schemas shipped inside torchgen),
+#   AUTOCASTGEN_TORCH_CXX11_ABI (1 or 0: torch.compiled_with_cxx11_abi()).
 # We do not use TorchConfig.cmake: for a CUDA wheel it insists on finding cuDNN and friends even
 # for CPU-only consumers, and we only need headers and three libraries.
 function(autocastgen_find_torch)
@@ -32,6 +34,14 @@ for evidence in (os.path.join(tg_parent, "torch", "version.py"), os.path.join(tg
         schemas_release = found.get("__version__", "")
         break
 print(schemas_release)
+# The std::string ABI, from torch itself (PyPI's wheels before 2.7 use the old one). A failed
+# import is reported after the release check: a torchgen of another release (PYTHONPATH) can
+# break it, and then the mismatch is the message to give.
+try:
+    import torch
+    print(int(torch.compiled_with_cxx11_abi()))
+except Exception as error:
+    print("error: " + " ".join(str(error).replace(";", ",").split()))
 ]=]
     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(NOT result EQUAL 0)
@@ -46,23 +56,13 @@ print(schemas_release)
   list(GET lines 2 torch_cuda)
   list(GET lines 3 native_functions)
   list(GET lines 4 schemas_release)
+  list(GET lines 5 cxx11_abi)
   set(AUTOCASTGEN_TORCH_DIR "${torch_dir}" CACHE INTERNAL "")
   set(AUTOCASTGEN_TORCH_VERSION "${torch_version}" CACHE INTERNAL "")
   set(AUTOCASTGEN_TORCH_CUDA_VERSION "${torch_cuda}" CACHE INTERNAL "")
   set(AUTOCASTGEN_NATIVE_FUNCTIONS "${native_functions}" CACHE INTERNAL "")
   if(NOT EXISTS "${native_functions}")
     message(FATAL_ERROR "autocastgen: the installed torchgen has no ${native_functions}")
-  endif()
-  # PyPI wheels before 2.7 use the pre-C++11 std::string ABI; the C++ libraries autocastgen links
-  # from Debian (yaml-cpp, GoogleTest) use the C++11 one, and one program cannot mix the two.
-  file(STRINGS "${torch_dir}/share/cmake/Torch/TorchConfig.cmake" old_abi REGEX "_GLIBCXX_USE_CXX11_ABI=0")
-  if(old_abi)
-    message(FATAL_ERROR
-      "autocastgen: PyTorch ${torch_version} at ${torch_dir} was built with the pre-C++11 string ABI "
-      "(-D_GLIBCXX_USE_CXX11_ABI=0, as PyPI's wheels before 2.7 are). autocastgen's runtime links "
-      "yaml-cpp and GoogleTest from Debian, built with the C++11 ABI, and cannot link with it. "
-      "Builds with PyTorch need 2.7 or newer; the generator alone builds with -DAUTOCASTGEN_WITH_TORCH=OFF "
-      "and generates for 2.4-2.15 (docs/releases.md).")
   endif()
   # The headers and the schemas must be one release: wrappers generated from one release's schemas
   # do not compile (or silently miss ops) against another's headers.
@@ -85,6 +85,12 @@ print(schemas_release)
       "PYTHONPATH), or pick another interpreter with -DAUTOCASTGEN_PYTHON=/path/to/python.")
   endif()
 
+  if(NOT cxx11_abi MATCHES "^[01]$")
+    message(FATAL_ERROR
+      "autocastgen: importing torch with ${Python3_EXECUTABLE} (to read its C++ string ABI, "
+      "torch.compiled_with_cxx11_abi()) failed: ${cxx11_abi}")
+  endif()
+  set(AUTOCASTGEN_TORCH_CXX11_ABI "${cxx11_abi}" CACHE INTERNAL "")
 
   if(NOT TARGET autocastgen::torch)
     add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)
@@ -103,6 +109,9 @@ print(schemas_release)
     target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
     # PyTorch 2.15's headers use C++20 (std::bit_width, <=>, starts_with); consumers inherit that.
     target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
+    # Code that passes std::string to or from libtorch must use torch's string ABI (as TorchConfig
+    # says too); for an old-ABI torch the whole build must (cmake/AutocastgenCxxAbi.cmake).
+    target_compile_definitions(autocastgen::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${cxx11_abi})
   endif()
   # The wheel's CUDA libraries, for libraries that must bind to the CUDA build of torch.
   if(torch_cuda AND EXISTS "${torch_dir}/lib/libtorch_cuda.so" AND NOT TARGET autocastgen::torch_cuda)
@@ -110,5 +119,10 @@ print(schemas_release)
     target_link_libraries(autocastgen::torch_cuda INTERFACE
       "-Wl,--no-as-needed" "${torch_dir}/lib/libtorch_cuda.so" "${torch_dir}/lib/libc10_cuda.so" "-Wl,--as-needed")
   endif()
-  message(STATUS "autocastgen: PyTorch ${torch_version} (CUDA ${torch_cuda}) at ${torch_dir}")
+  if(cxx11_abi)
+    set(abi_note "")
+  else()
+    set(abi_note ", pre-C++11 string ABI")
+  endif()
+  message(STATUS "autocastgen: PyTorch ${torch_version} (CUDA ${torch_cuda}${abi_note}) at ${torch_dir}")
 endfunction()

@@ -209,7 +209,8 @@ def test_library_kernels_replace_pytorch_ones(runs):
     assert ops
     for op in ops:
         where = autocast_cpu_kernel(op if "::" in op else f"aten::{op}")
-        # Relative when the compiler was given a relative path (ccache's base_dir does that).
+        # A relative __FILE__ (ccache with CCACHE_BASEDIR rewrites paths so) is relative to the
+        # build directory, where the compiler ran.
         if where is None or (BUILD / where).resolve() != generated.resolve():
             wrong[op] = where
     assert not wrong, f"AutocastCPU kernels not registered from {generated}: {wrong}"

@@ -825,7 +825,8 @@ def test_gradients_through_custom_op_and_cast_cache():
     ns = f"acg_rt_test{next(_namespaces)}"
     seen = []
 
-    @torch.library.custom_op(f"{ns}::scale", mutates_args=())
+    # The schema is spelled out: 2.4's custom_op cannot read the string annotations of this module.
+    @torch.library.custom_op(f"{ns}::scale", mutates_args=(), schema="(Tensor x, Tensor w) -> Tensor")
     def scale(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         seen.append((x.dtype, w.dtype, w.data_ptr(), w))
         return x * w

@@ -827,13 +827,23 @@ bool in_this_release(const std::string& key) {
   return c10::Dispatcher::singleton().findSchema({"aten::" + key.substr(0, dot), overload}).has_value();
 }
 
+// Does the running release's own CPU autocast register the op? (cpu.yaml's release gates follow
+// it: 2.4 and 2.5 have _addmm_activation but not on AutocastCPU.) Ours are registered for the
+// manifest's ops only, so for any other op the kernel found is PyTorch's.
+bool in_this_releases_autocast_cpu(const std::string& key) {
+  const auto dot = key.find('.');
+  const std::string overload = dot == std::string::npos ? "" : key.substr(dot + 1);
+  const auto op = c10::Dispatcher::singleton().findSchema({"aten::" + key.substr(0, dot), overload});
+  return op.has_value() && op->hasKernelForDispatchKey(c10::DispatchKey::AutocastCPU);
+}
+
 TEST(Manifest, EveryOpIsCoveredOrListedWithAReason) {
   const Manifest& m = manifest();
   ASSERT_EQ(m.error, "");
   std::set<std::string> ops;
   for (const auto& op : m.ops) ops.insert(op.at("op").get<std::string>());
   for (const auto& [op, recipe] : recipes())
-    if (!in_this_release(op)) ops.insert(op);
+    if (!in_this_release(op) || !in_this_releases_autocast_cpu(op)) ops.insert(op);
   for (const auto& [key, reason] : not_covered())
     if (!in_this_release(key.substr(0, key.find('/')))) ops.insert(key.substr(0, key.find('/')));
   for (const auto& [key, reason] : not_covered()) {

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/optim/sgd.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -33,9 +34,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(int rank, int world, std:
   auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));  // loopback only
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6
+  // Before 2.6 the default backend comes from the group's options (setDefaultBackend is 2.6's).
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(
+      store, rank, world, c10::make_intrusive<c10d::ProcessGroup::Options>("gloo", kTimeout));
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+#else
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
   group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
   group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+#endif
   return group;
 }
 

@@ -1,0 +1,15 @@
+# Script mode: LIBRARY defines symbols of the C++11 string ABI (tagged [abi:cxx11], or in
+# std::__cxx11) if and only if CXX11_ABI.
+execute_process(COMMAND ${NM} -C --defined-only ${LIBRARY} OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${NM} ${LIBRARY} failed (${rc})")
+endif()
+string(REGEX MATCHALL "[^\n]*(\\[abi:cxx11\\]|std::__cxx11::)[^\n]*" tagged "${symbols}")
+list(LENGTH tagged count)
+if(CXX11_ABI AND count EQUAL 0)
+  message(FATAL_ERROR "torch uses the C++11 string ABI, but ${LIBRARY} defines no C++11-ABI symbol")
+elseif(NOT CXX11_ABI AND count GREATER 0)
+  list(GET tagged 0 first)
+  message(FATAL_ERROR "torch uses the pre-C++11 string ABI, but ${LIBRARY} defines ${count} C++11-ABI symbols, e.g.\n${first}")
+endif()
+message(STATUS "${LIBRARY}: ${count} C++11-ABI symbols, as torch's ABI (CXX11_ABI=${CXX11_ABI}) wants")

@@ -1,0 +1,88 @@
+// Gradient-list helpers: the overlap test (in address order, shuffled, touching, empty) and validation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "autocastgen/kernels/grad_span.h"
+
+namespace autocastgen::kernels {
+namespace {
+
+GradSpan at(std::vector<float>& storage, std::int64_t begin, std::int64_t numel) {
+  return {storage.data() + begin, numel, DType::Float32};
+}
+
+TEST(GradSpanOverlap, DisjointListsInAnyOrderDoNotOverlap) {
+  std::vector<float> storage(1000);
+  std::vector<GradSpan> spans;
+  for (std::int64_t i = 0; i < 100; ++i) spans.push_back(at(storage, 10 * i, 10));  // touching, in order
+  EXPECT_FALSE(grad_spans_overlap(spans));
+  std::mt19937_64 rng(3);
+  for (int round = 0; round < 10; ++round) {
+    std::shuffle(spans.begin(), spans.end(), rng);
+    EXPECT_FALSE(grad_spans_overlap(spans));
+  }
+}
+
+TEST(GradSpanOverlap, AnySharedElementIsFoundWhereverItSits) {
+  std::vector<float> storage(1000);
+  std::mt19937_64 rng(4);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<GradSpan> spans;
+    for (std::int64_t i = 0; i < 40; ++i) spans.push_back(at(storage, 20 * i, 20));
+    // Stretch one span by one element into its neighbour, then shuffle (or not).
+    const auto victim = static_cast<std::size_t>(rng() % 39);
+    spans[victim].numel += 1;
+    if (round % 2 == 1) std::shuffle(spans.begin(), spans.end(), rng);
+    EXPECT_TRUE(grad_spans_overlap(spans)) << "round " << round;
+  }
+  // The same span twice, and a span inside another.
+  EXPECT_TRUE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 0, 5), at(storage, 0, 5)}));
+  EXPECT_TRUE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 100, 50), at(storage, 0, 10), at(storage, 120, 1)}));
+}
+
+TEST(GradSpanOverlap, EmptySpansAndMixedElementSizesCount) {
+  std::vector<float> storage(100);
+  // Zero-size spans never overlap anything, even at the same address as another span.
+  EXPECT_FALSE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 0, 10), at(storage, 5, 0), at(storage, 10, 3)}));
+  EXPECT_FALSE(grad_spans_overlap({}));
+  // A bfloat16 span's end is measured in its own element size: 8 bf16 elements are 4 floats.
+  auto* bytes = reinterpret_cast<unsigned char*>(storage.data());
+  const GradSpan bf{bytes, 8, DType::BFloat16};
+  EXPECT_FALSE(grad_spans_overlap(std::vector<GradSpan>{bf, at(storage, 4, 2)}));
+  EXPECT_TRUE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 3, 2), bf}));
+  const GradSpan d{bytes + 16, 1, DType::Float64};  // floats 4 and 5
+  EXPECT_TRUE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 5, 1), d}));
+}
+
+TEST(GradSpanValidation, TheFirstBadSpanIsNamedWithItsProblem) {
+  std::vector<float> storage(8);
+  const auto message = [&](std::vector<GradSpan> spans) -> std::string {
+    try {
+      validate_grad_spans(spans, "op");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message({at(storage, 0, 8), at(storage, 0, 0)}), "");
+  EXPECT_EQ(message({{nullptr, 0, DType::Float16}}), "") << "empty spans may have no data";
+  EXPECT_NE(message({at(storage, 0, 8), {nullptr, 2, DType::Float32}, {nullptr, -1, DType::Float32}})
+                .find("op: gradient 1 has numel > 0 and a null data pointer"),
+            std::string::npos);
+  EXPECT_NE(message({{storage.data(), -3, DType::Float32}}).find("op: gradient 0 has a negative numel (-3)"),
+            std::string::npos);
+  EXPECT_NE(message({{storage.data(), 1, static_cast<DType>(7)}}).find("op: gradient 0 has an unknown dtype"),
+            std::string::npos);
+  auto* odd = reinterpret_cast<unsigned char*>(storage.data()) + 2;
+  EXPECT_NE(message({{odd, 1, DType::Float16}, {odd, 1, DType::Float64}})
+                .find("op: gradient 1 is not aligned to its element size (8 bytes for float64)"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace autocastgen::kernels

@@ -29,11 +29,12 @@ class AtenExecutor final : public kernels::Executor {
 };
 
 void non_finite_check_and_unscale_cpu(at::TensorList self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
-  check_unscale_args(self, found_inf, inv_scale, c10::DeviceType::CPU);
-  StagedGrads staged(self);
+  check_unscale_scalars(found_inf, inv_scale, c10::DeviceType::CPU);
+  StagedGrads staged(self, found_inf.device());
   static const AtenExecutor executor;
-  kernels::non_finite_check_and_unscale_cpu(staged.spans(), found_inf.data_ptr<float>(), inv_scale.item<float>(),
-                                            {kernels::CpuIsa::Auto, &executor});
+  // inv_scale is a checked one-element float CPU tensor: read it directly, not through item().
+  kernels::non_finite_check_and_unscale_cpu(staged.spans(), found_inf.data_ptr<float>(),
+                                            *inv_scale.const_data_ptr<float>(), {kernels::CpuIsa::Auto, &executor});
   staged.copy_back();
 }
 
@@ -43,7 +44,7 @@ at::Tensor& update_scale_cpu(at::Tensor& self, at::Tensor& growth_tracker, const
       check_update_args("autocastgen::update_scale_", self, growth_tracker, nullptr, found_inf, growth_factor,
                         backoff_factor, growth_interval, c10::DeviceType::CPU);
   kernels::update_scale_cpu(self.data_ptr<float>(), growth_tracker.data_ptr<int32_t>(), nullptr,
-                            found_inf.item<float>(), cfg);
+                            *found_inf.const_data_ptr<float>(), cfg);
   return self;
 }
 
@@ -56,7 +57,7 @@ at::Tensor& update_scale_hysteresis_cpu(at::Tensor& self, at::Tensor& growth_tra
                                                      growth_interval, c10::DeviceType::CPU);
   ops::apply_update_extras(cfg, hysteresis, min_scale, max_scale);
   kernels::update_scale_cpu(self.data_ptr<float>(), growth_tracker.data_ptr<int32_t>(),
-                            hysteresis_tracker.data_ptr<int32_t>(), found_inf.item<float>(), cfg);
+                            hysteresis_tracker.data_ptr<int32_t>(), *found_inf.const_data_ptr<float>(), cfg);
   return self;
 }
 
@@ -74,6 +75,19 @@ TORCH_LIBRARY(autocastgen, m) {
       "update_scale_hysteresis_(Tensor(a!) self, Tensor(b!) growth_tracker, Tensor(c!) hysteresis_tracker, "
       "Tensor found_inf, float scale_growth_factor, float scale_backoff_factor, int growth_interval, "
       "int hysteresis=1, float min_scale=0., float? max_scale=None) -> Tensor(a!)");
+}
+
+// Note [autograd fallthrough]
+// The ops are not differentiable. Without a kernel for the Autograd key the dispatcher would run
+// PyTorch's boxed "autograd not implemented" fallback on every call, which turns a thousand-tensor
+// list into IValues and back just to find that nothing requires grad (bench: host/dispatch_*).
+// A fallthrough, which that fallback's own warning recommends for non-differentiable ops, skips
+// the key. PyTorch's _amp_ ops behave the same way: no version counter bump, no error for a leaf
+// that requires grad (tests/python/test_scaler.py pins both).
+TORCH_LIBRARY_IMPL(autocastgen, Autograd, m) {
+  m.impl("non_finite_check_and_unscale_", torch::CppFunction::makeFallthrough());
+  m.impl("update_scale_", torch::CppFunction::makeFallthrough());
+  m.impl("update_scale_hysteresis_", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(autocastgen, CPU, m) {

@@ -45,6 +45,51 @@ TEST(GradSpanOverlap, AnySharedElementIsFoundWhereverItSits) {
   EXPECT_TRUE(grad_spans_overlap(std::vector<GradSpan>{at(storage, 100, 50), at(storage, 0, 10), at(storage, 120, 1)}));
 }
 
+// Lists made of runs in address order (as allocators hand them out), in random run order,
+// against a pairwise check.
+TEST(GradSpanOverlap, RunsInAnyOrderAgreeWithAPairwiseCheck) {
+  std::vector<float> storage(100000);
+  std::mt19937_64 rng(5);
+  const auto pairwise = [](const std::vector<GradSpan>& spans) {
+    for (std::size_t i = 0; i < spans.size(); ++i) {
+      for (std::size_t j = i + 1; j < spans.size(); ++j) {
+        const auto* a = static_cast<const float*>(spans[i].data);
+        const auto* b = static_cast<const float*>(spans[j].data);
+        if (spans[i].numel > 0 && spans[j].numel > 0 && a < b + spans[j].numel && b < a + spans[i].numel) return true;
+      }
+    }
+    return false;
+  };
+  int overlapping = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int runs = 1 + static_cast<int>(rng() % 9);
+    std::vector<std::vector<GradSpan>> by_run(static_cast<std::size_t>(runs));
+    for (int r = 0; r < runs; ++r) {
+      std::int64_t at_element = 10000 * r + static_cast<std::int64_t>(rng() % 50);
+      const int count = static_cast<int>(rng() % 40);
+      for (int t = 0; t < count; ++t) {
+        const std::int64_t numel = static_cast<std::int64_t>(rng() % 30);
+        by_run[static_cast<std::size_t>(r)].push_back(at(storage, at_element, numel));
+        at_element += numel + static_cast<std::int64_t>(rng() % 3);
+      }
+    }
+    std::shuffle(by_run.begin(), by_run.end(), rng);
+    std::vector<GradSpan> spans;
+    for (const auto& run : by_run) spans.insert(spans.end(), run.begin(), run.end());
+    if (round % 3 == 0 && spans.size() > 1) {  // one span moved near the start of another
+      const GradSpan& host = spans[rng() % spans.size()];
+      GradSpan& victim = spans[rng() % spans.size()];
+      victim.data = static_cast<float*>(host.data) + rng() % 3;
+      victim.numel = 1 + static_cast<std::int64_t>(rng() % 5);
+    }
+    const bool expected = pairwise(spans);
+    overlapping += expected;
+    ASSERT_EQ(grad_spans_overlap(spans), expected) << "round " << round;
+  }
+  EXPECT_GT(overlapping, 10);
+  EXPECT_LT(overlapping, 290);
+}
+
 TEST(GradSpanOverlap, EmptySpansAndMixedElementSizesCount) {
   std::vector<float> storage(100);
   // Zero-size spans never overlap anything, even at the same address as another span.

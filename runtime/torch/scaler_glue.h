@@ -7,9 +7,14 @@
 #include <vector>
 
 #include "autocastgen/kernels/grad_span.h"
+#include "autocastgen/kernels/scaler_cpu.h"
 #include "autocastgen/kernels/scaler_update.h"
 
 namespace autocastgen::torch_glue {
+
+// The CPU kernel's executor: PyTorch's intra-op pool through at::parallel_for (Note [PyTorch's
+// thread pool] in scaler_ops.cpp).
+const kernels::Executor& aten_executor();
 
 // Checks found_inf and inv_scale of non_finite_check_and_unscale_ for a kernel on `device_type`
 // (the gradients are checked by StagedGrads).

@@ -12,8 +12,18 @@
 namespace autocastgen::torch_glue {
 namespace {
 
-// Runs the CPU kernel's workers on PyTorch's intra-op thread pool (honours torch.set_num_threads;
-// inside a parallel region everything runs on the calling thread).
+// Note [PyTorch's thread pool]
+// The CPU kernel's workers run on PyTorch's intra-op pool through at::parallel_for: no threads of
+// our own next to PyTorch's (no oversubscription), none started per call, torch.set_num_threads
+// is honoured, and inside a parallel region everything runs on the calling thread.
+// at::parallel_for is a template in PyTorch's headers. When PyTorch's pool is OpenMP (the pip
+// wheels), it only runs in parallel in a file compiled with OpenMP; without it, it calls the body
+// once on the calling thread, and this op ran on one core while PyTorch's own op used all of
+// them (issue 14). runtime/CMakeLists.txt compiles this file with OpenMP and links PyTorch's
+// libgomp, and the check below keeps it that way.
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#error "scaler_ops.cpp must be compiled with OpenMP (-fopenmp): PyTorch's pool is OpenMP, and without it at::parallel_for runs serially"
+#endif
 class AtenExecutor final : public kernels::Executor {
  public:
   std::int64_t workers_for(std::int64_t elements) const override {
@@ -28,13 +38,21 @@ class AtenExecutor final : public kernels::Executor {
   }
 };
 
+}  // namespace
+
+const kernels::Executor& aten_executor() {
+  static const AtenExecutor executor;
+  return executor;
+}
+
+namespace {
+
 void non_finite_check_and_unscale_cpu(at::TensorList self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
   check_unscale_scalars(found_inf, inv_scale, c10::DeviceType::CPU);
   StagedGrads staged(self, found_inf.device());
-  static const AtenExecutor executor;
   // inv_scale is a checked one-element float CPU tensor: read it directly, not through item().
   kernels::non_finite_check_and_unscale_cpu(staged.spans(), found_inf.data_ptr<float>(),
-                                            *inv_scale.const_data_ptr<float>(), {kernels::CpuIsa::Auto, &executor});
+                                            *inv_scale.const_data_ptr<float>(), {kernels::CpuIsa::Auto, &aten_executor()});
   staged.copy_back();
 }
 

@@ -1,13 +1,20 @@
 // autocastgen scaler ops against PyTorch's own CPU ops: bitwise results, found_inf, strides, errors.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autocastgen/scaler/ops.h"
+// The glue's private header, for its executor (not part of the installed API).
+#include "../../runtime/torch/scaler_glue.h"
 
 namespace {
 
@@ -190,6 +197,39 @@ TEST(ScalerOpsCpu, BadArgumentsGiveClearErrors) {
     std::vector<at::Tensor> g{at::Tensor()};
     non_finite_check_and_unscale_(g, found, inv);
   }, op + "gradient 0 is an undefined tensor");
+}
+
+// Note [PyTorch's thread pool] in runtime/torch/scaler_ops.cpp: the kernel's workers are PyTorch's
+// intra-op threads (this failed while at::parallel_for ran serially in the glue), and a call from
+// inside a parallel region uses one worker.
+TEST(ScalerOpsCpu, WorkersRunOnPyTorchsIntraOpThreads) {
+  const int saved = at::get_num_threads();
+  at::set_num_threads(2);
+  const autocastgen::kernels::Executor& ex = autocastgen::torch_glue::aten_executor();
+  EXPECT_EQ(ex.workers_for(int64_t{1} << 24), 2);
+  EXPECT_EQ(ex.workers_for(10), 1);
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::vector<int64_t> nested(2, -1);
+  ex.run(2, [&](int64_t w) {
+    nested[static_cast<size_t>(w)] = ex.workers_for(int64_t{1} << 24);
+    const std::lock_guard<std::mutex> lock(m);
+    threads.insert(std::this_thread::get_id());
+  });
+  at::set_num_threads(saved);
+  EXPECT_EQ(threads.size(), 2u) << "at::parallel_for ran the workers on one thread";
+  EXPECT_EQ(nested, (std::vector<int64_t>{1, 1}));
+}
+
+// One OpenMP runtime in the process: the glue's libgomp is PyTorch's (same soname, loaded once).
+TEST(ScalerOpsCpu, OneOpenMpRuntimeInTheProcess) {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> gomp;
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.rfind('/');
+    if (slash != std::string::npos && line.compare(slash + 1, 7, "libgomp") == 0) gomp.insert(line.substr(slash + 1));
+  }
+  EXPECT_LE(gomp.size(), 1u) << "more than one libgomp mapped";
 }
 
 // --- update_scale_ --------------------------------------------------------------------------------

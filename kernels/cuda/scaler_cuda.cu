@@ -19,9 +19,9 @@ constexpr int kThreads = 256;
 // The work list travels in the kernel parameters, so a call needs no device buffer, copy,
 // allocation or host sync. Parameters may take 32764 bytes from CUDA 12.1 on (Volta and newer;
 // this library builds for sm_80 and sm_90), 4096 before. The driver copies the whole block into
-// every launch, used or not, so launches of up to kSmallChunks chunks (a 4 KB block, the size
-// PyTorch's multi-tensor launches use) go through a second instantiation with a small block,
-// and only longer ones carry the large block.
+// every launch, used or not, so launches of up to kSmallChunks chunks go through a second
+// instantiation whose block fits the classic 4 KB, and only longer ones carry the large block.
+// (The driver's cost per block size could not be measured here, without a GPU.)
 constexpr std::size_t kSmallChunks = 255;
 #if CUDART_VERSION >= 12010
 constexpr std::size_t kMaxChunks = 2000;

@@ -402,6 +402,9 @@ TEST(CpuUnscaleExecutor, ThreadExecutorRunsBodiesOnPoolThreads) {
 }
 
 TEST(CpuUnscaleExecutor, ThreadExecutorWorksInAForkedChild) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support starting threads after a multi-threaded fork";
+#endif
   // Start the parent's pool first, so the child inherits a pool whose threads it does not have.
   std::atomic<int> parent_hits{0};
   thread_executor().run(2, [&](std::int64_t) { parent_hits.fetch_add(1); });

@@ -127,9 +127,9 @@ void BM_Unfused(benchmark::State& state, Shape shape, at::ScalarType dtype) {
   report(state, total_bytes(grads));
 }
 
-// memcpy of the same bytes (src -> dst, both pre-faulted): one thread, and split over PyTorch's
-// intra-op threads like the op is (the glue's executor: at::parallel_for, which in a file built
-// without OpenMP would run serially; Note [PyTorch's thread pool] in runtime/torch/scaler_ops.cpp).
+// memcpy of the same bytes (src -> dst, both pre-faulted): one thread, and split in equal shares
+// over the threads the op uses (the glue's executor, Note [CPU threads in the glue] in
+// runtime/torch/scaler_ops.cpp).
 void BM_Memcpy(benchmark::State& state, Shape shape, at::ScalarType dtype, bool parallel) {
   auto src = make_grads(shape, dtype);
   auto dst = make_grads(shape, dtype);
@@ -139,7 +139,7 @@ void BM_Memcpy(benchmark::State& state, Shape shape, at::ScalarType dtype, bool 
       const auto* s = static_cast<const char*>(src[i].const_data_ptr());
       const int64_t n = src[i].nbytes();
       if (parallel) {
-        const kernels::Executor& ex = autocastgen::torch_glue::aten_executor();
+        const kernels::Executor& ex = autocastgen::torch_glue::cpu_executor();
         const int64_t workers = ex.workers_for(n / 4);
         ex.run(workers, [&](int64_t w) {
           const int64_t b = n * w / workers;

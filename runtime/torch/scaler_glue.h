@@ -12,9 +12,9 @@
 
 namespace autocastgen::torch_glue {
 
-// The CPU kernel's executor: PyTorch's intra-op pool through at::parallel_for (Note [PyTorch's
-// thread pool] in scaler_ops.cpp).
-const kernels::Executor& aten_executor();
+// The CPU kernel's executor: the kernel library's pool, within PyTorch's intra-op thread count
+// (Note [CPU threads in the glue] in scaler_ops.cpp).
+const kernels::Executor& cpu_executor();
 
 // Checks found_inf and inv_scale of non_finite_check_and_unscale_ for a kernel on `device_type`
 // (the gradients are checked by StagedGrads).

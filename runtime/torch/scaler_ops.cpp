@@ -12,36 +12,36 @@
 namespace autocastgen::torch_glue {
 namespace {
 
-// Note [PyTorch's thread pool]
-// The CPU kernel's workers run on PyTorch's intra-op pool through at::parallel_for: no threads of
-// our own next to PyTorch's (no oversubscription), none started per call, torch.set_num_threads
-// is honoured, and inside a parallel region everything runs on the calling thread.
-// at::parallel_for is a template in PyTorch's headers. When PyTorch's pool is OpenMP (the pip
-// wheels), it only runs in parallel in a file compiled with OpenMP; without it, it calls the body
-// once on the calling thread, and this op ran on one core while PyTorch's own op used all of
-// them (issue 14). runtime/CMakeLists.txt compiles this file with OpenMP and links PyTorch's
-// libgomp, and the check below keeps it that way.
-#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
-#error "scaler_ops.cpp must be compiled with OpenMP (-fopenmp): PyTorch's pool is OpenMP, and without it at::parallel_for runs serially"
-#endif
-class AtenExecutor final : public kernels::Executor {
+// Note [CPU threads in the glue]
+// The CPU kernel's workers run on the kernel library's persistent pool (Note [worker pool] in
+// kernels/cpu/executor.cpp), as many as PyTorch's intra-op thread count allows
+// (torch.set_num_threads is honoured), and on the calling thread alone inside a parallel region.
+// Not on PyTorch's own pool through at::parallel_for, for two measured reasons (issue 14,
+// bench/README.md):
+// * at::parallel_for is a template in PyTorch's headers. With PyTorch's OpenMP pool (the pip
+//   wheels) it runs in parallel only in a file compiled with OpenMP, and otherwise calls its body
+//   once on the calling thread: this op used at::parallel_for and ran on one core.
+// * Compiled with OpenMP (against PyTorch's libgomp), it ends every call with OpenMP's barrier,
+//   which waits for every thread of the team, including one that has not had a core yet. On a
+//   busy machine a thousand small gradients then took ~10 ms a call instead of ~2 ms on one
+//   thread. The pool's caller waits only for helpers that joined, so a late helper costs nothing.
+// The pool's threads sleep between calls, so next to PyTorch's idle intra-op threads they add no
+// load, and no thread is started per call.
+class TorchThreadsExecutor final : public kernels::Executor {
  public:
   std::int64_t workers_for(std::int64_t elements) const override {
     if (at::in_parallel_region()) return 1;
-    const std::int64_t useful = (elements + kernels::kCpuPieceElements - 1) / kernels::kCpuPieceElements;
-    return std::clamp<std::int64_t>(useful, 1, at::get_num_threads());
+    return std::clamp<std::int64_t>(kernels::thread_executor().workers_for(elements), 1, at::get_num_threads());
   }
   void run(std::int64_t workers, const std::function<void(std::int64_t)>& body) const override {
-    at::parallel_for(0, workers, 1, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t w = begin; w < end; ++w) body(w);
-    });
+    kernels::thread_executor().run(workers, body);
   }
 };
 
 }  // namespace
 
-const kernels::Executor& aten_executor() {
-  static const AtenExecutor executor;
+const kernels::Executor& cpu_executor() {
+  static const TorchThreadsExecutor executor;
   return executor;
 }
 
@@ -52,7 +52,7 @@ void non_finite_check_and_unscale_cpu(at::TensorList self, at::Tensor& found_inf
   StagedGrads staged(self, found_inf.device());
   // inv_scale is a checked one-element float CPU tensor: read it directly, not through item().
   kernels::non_finite_check_and_unscale_cpu(staged.spans(), found_inf.data_ptr<float>(),
-                                            *inv_scale.const_data_ptr<float>(), {kernels::CpuIsa::Auto, &aten_executor()});
+                                            *inv_scale.const_data_ptr<float>(), {kernels::CpuIsa::Auto, &cpu_executor()});
   staged.copy_back();
 }
 

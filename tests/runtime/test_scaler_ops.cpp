@@ -3,7 +3,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <chrono>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -199,37 +199,37 @@ TEST(ScalerOpsCpu, BadArgumentsGiveClearErrors) {
   }, op + "gradient 0 is an undefined tensor");
 }
 
-// Note [PyTorch's thread pool] in runtime/torch/scaler_ops.cpp: the kernel's workers are PyTorch's
-// intra-op threads (this failed while at::parallel_for ran serially in the glue), and a call from
-// inside a parallel region uses one worker.
-TEST(ScalerOpsCpu, WorkersRunOnPyTorchsIntraOpThreads) {
+// Note [CPU threads in the glue] in runtime/torch/scaler_ops.cpp: the op's workers follow
+// PyTorch's intra-op thread count and really run on more than one thread (the glue once used an
+// at::parallel_for that ran serially).
+TEST(ScalerOpsCpu, WorkersFollowTorchsThreadCountAndRunOnSeveralThreads) {
   const int saved = at::get_num_threads();
+  const autocastgen::kernels::Executor& ex = autocastgen::torch_glue::cpu_executor();
+  at::set_num_threads(1);
+  EXPECT_EQ(ex.workers_for(int64_t{1} << 26), 1);
   at::set_num_threads(2);
-  const autocastgen::kernels::Executor& ex = autocastgen::torch_glue::aten_executor();
-  EXPECT_EQ(ex.workers_for(int64_t{1} << 24), 2);
+  const int64_t wanted = ex.workers_for(int64_t{1} << 26);
   EXPECT_EQ(ex.workers_for(10), 1);
-  std::mutex m;
-  std::set<std::thread::id> threads;
-  std::vector<int64_t> nested(2, -1);
-  ex.run(2, [&](int64_t w) {
-    nested[static_cast<size_t>(w)] = ex.workers_for(int64_t{1} << 24);
-    const std::lock_guard<std::mutex> lock(m);
-    threads.insert(std::this_thread::get_id());
-  });
-  at::set_num_threads(saved);
-  EXPECT_EQ(threads.size(), 2u) << "at::parallel_for ran the workers on one thread";
-  EXPECT_EQ(nested, (std::vector<int64_t>{1, 1}));
-}
-
-// One OpenMP runtime in the process: the glue's libgomp is PyTorch's (same soname, loaded once).
-TEST(ScalerOpsCpu, OneOpenMpRuntimeInTheProcess) {
-  std::ifstream maps("/proc/self/maps");
-  std::set<std::string> gomp;
-  for (std::string line; std::getline(maps, line);) {
-    const auto slash = line.rfind('/');
-    if (slash != std::string::npos && line.compare(slash + 1, 7, "libgomp") == 0) gomp.insert(line.substr(slash + 1));
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_EQ(wanted, 2);
+    // Each body waits a little so a helper can claim the other slot; on a busy machine a helper
+    // may come late (the caller then runs both), so several calls are allowed.
+    bool seen_two_threads = false;
+    for (int call = 0; call < 50 && !seen_two_threads; ++call) {
+      std::mutex m;
+      std::set<std::thread::id> threads;
+      ex.run(2, [&](int64_t) {
+        {
+          const std::lock_guard<std::mutex> lock(m);
+          threads.insert(std::this_thread::get_id());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      });
+      seen_two_threads = threads.size() == 2;
+    }
+    EXPECT_TRUE(seen_two_threads);
   }
-  EXPECT_LE(gomp.size(), 1u) << "more than one libgomp mapped";
+  at::set_num_threads(saved);
 }
 
 // --- update_scale_ --------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // Every variant processes the same bytes in the same run; bench/scaler_ratios.py turns the JSON
 // output into ratio tables (method: bench/README.md). Two parts:
 //   cpu/...   the CPU op on one 64M-element tensor and on 1000 tensors of 4096 elements, per dtype,
-//             with PyTorch's threads and with one thread, next to the kernel alone and memcpy.
+//             with PyTorch's threads and with one thread, next to the kernel alone (one thread,
+//             the kernel library's pool, PyTorch's OpenMP pool) and memcpy.
 //   host/...  what one call costs on the host for 1000 tensors, without the device work: the
 //             host side of the CUDA path with the launches replaced by a stub (no GPU here), the
 //             steps PyTorch's CUDA op runs before its launches, and the dispatcher's share.
@@ -12,6 +13,7 @@
 #include <ATen/native/ForeachUtils.h>
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -169,6 +171,26 @@ void BM_Kernel(benchmark::State& state, Shape shape, at::ScalarType dtype, const
   report(state, total_bytes(grads));
 }
 
+#if defined(AUTOCASTGEN_BENCH_OPENMP)
+// The kernel's workers on PyTorch's OpenMP pool through at::parallel_for, which this file (built
+// with OpenMP against PyTorch's libgomp) really runs in parallel; the glue's executor before
+// issue 14 (Note [CPU threads in the glue] in runtime/torch/scaler_ops.cpp).
+class OpenMpExecutor final : public kernels::Executor {
+ public:
+  std::int64_t workers_for(std::int64_t elements) const override {
+    if (at::in_parallel_region()) return 1;
+    const std::int64_t pieces = (elements + kernels::kCpuPieceElements - 1) / kernels::kCpuPieceElements;
+    return std::clamp<std::int64_t>(pieces, 1, at::get_num_threads());
+  }
+  void run(std::int64_t workers, const std::function<void(std::int64_t)>& body) const override {
+    at::parallel_for(0, workers, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t w = begin; w < end; ++w) body(w);
+    });
+  }
+};
+const OpenMpExecutor kOpenMp;
+#endif
+
 // --- host/ ---------------------------------------------------------------------------------------
 // 1000 fp32 tensors of 4099 elements on the CPU: their pointers stand in for device pointers,
 // nothing is read or written through them.
@@ -285,6 +307,9 @@ void register_all() {
           [s, t](benchmark::State& st) { BM_Kernel(st, s, t, &kernels::serial_executor()); });
       reg("cpu/kernel_pool/" + d + "/" + n,
           [s, t](benchmark::State& st) { BM_Kernel(st, s, t, &kernels::thread_executor()); });
+#if defined(AUTOCASTGEN_BENCH_OPENMP)
+      reg("cpu/kernel_omp/" + d + "/" + n, [s, t](benchmark::State& st) { BM_Kernel(st, s, t, &kOpenMp); });
+#endif
     }
     reg("cpu/unfused/float32/" + n, [s](benchmark::State& st) { BM_Unfused(st, s, at::kFloat); });
   }

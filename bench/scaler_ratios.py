@@ -64,8 +64,8 @@ def ratio(a, b):
 
 def cpu_table(real):
     rows = ["| shape | dtype | ours ms | torch ms | ours / torch | ours 1-thr ms | torch 1-thr ms | 1-thr ratio "
-            "| kernel 1-thr ms | kernel pool ms | memcpy ms (1-thr / par) | x memcpy |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| kernel 1-thr / pool / OpenMP ms | memcpy ms (1-thr / par) | x memcpy |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for shape in ("big_64M", "many_1000x4K"):
         for dtype in DTYPES:
             g = lambda v: real.get(f"cpu/{v}/{dtype}/{shape}")  # noqa: E731
@@ -78,13 +78,13 @@ def cpu_table(real):
             ms = lambda x: fmt(x / 1e3 if x is not None else None, ".2f")  # noqa: E731
             rows.append(f"| {shape} | {dtype} | {ms(ours)} | {ms(torch_t)} | **{fmt(ratio(ours, torch_t), '.2f')}** "
                         f"| {ms(ours1)} | {ms(torch1)} | {fmt(ratio(ours1, torch1), '.2f')} "
-                        f"| {ms(g('kernel_1thread'))} | {ms(g('kernel_pool'))} | {ms(m1)} / {ms(mp)} "
+                        f"| {ms(g('kernel_1thread'))} / {ms(g('kernel_pool'))} / {ms(g('kernel_omp'))} | {ms(m1)} / {ms(mp)} "
                         f"| **{fmt(ratio(best, ours), '.2f')}** |")
         unfused = real.get(f"cpu/unfused/float32/{shape}")
         ours = real.get(f"cpu/ours/float32/{shape}")
         if unfused is not None and ours is not None:
             rows.append(f"| {shape} | float32 | unfused ATen (isfinite().all() + mul_ per tensor): "
-                        f"{unfused / 1e3:.2f} ms, ours / unfused {ours / unfused:.3f} | | | | | | | | | |")
+                        f"{unfused / 1e3:.2f} ms, ours / unfused {ours / unfused:.3f} | | | | | | | | |")
     return rows
 
 

@@ -46,8 +46,10 @@ class Pool {
     return *pool;
   }
 
+  // Read once: std::thread::hardware_concurrency() reads a file under /sys on every call.
   static std::int64_t hardware_threads() {
-    return std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+    static const std::int64_t threads = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+    return threads;
   }
 
   void run(std::int64_t workers, const std::function<void(std::int64_t)>& body) {

@@ -15,30 +15,37 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Kernel parameters may hold 32764 bytes from CUDA 12.1 on (Volta and newer; this library builds
-// for sm_80 and sm_90), 4096 before; the work list travels there, so no device buffer, copy or
-// allocation is needed per call.
+// Note [parameter blocks]
+// The work list travels in the kernel parameters, so a call needs no device buffer, copy,
+// allocation or host sync. Parameters may take 32764 bytes from CUDA 12.1 on (Volta and newer;
+// this library builds for sm_80 and sm_90), 4096 before. The driver copies the whole block into
+// every launch, used or not, so launches of up to kSmallChunks chunks go through a second
+// instantiation whose block fits the classic 4 KB, and only longer ones carry the large block.
+// (The driver's cost per block size could not be measured here, without a GPU.)
+constexpr std::size_t kSmallChunks = 255;
 #if CUDART_VERSION >= 12010
-constexpr int kMaxChunks = 2000;
+constexpr std::size_t kMaxChunks = 2000;
 #else
-constexpr int kMaxChunks = 250;
+constexpr std::size_t kMaxChunks = kSmallChunks;
 #endif
 
+template <std::size_t Capacity>
 struct UnscaleArgs {
   const float* inv_scale;
   float* found_inf;
-  CudaChunk chunks[kMaxChunks];
+  CudaChunk chunks[Capacity];
 };
 static_assert(sizeof(CudaChunk) == 16, "CudaChunk must stay 16 bytes: it sizes the launch");
-static_assert(sizeof(UnscaleArgs) <= (CUDART_VERSION >= 12010 ? 32764 : 4096),
+static_assert(sizeof(UnscaleArgs<kSmallChunks>) <= 4096, "the small block must fit 4 KB");
+static_assert(sizeof(UnscaleArgs<kMaxChunks>) <= (CUDART_VERSION >= 12010 ? 32764 : 4096),
               "the work list must fit the kernel parameter space");
 
 // One block per chunk. Each thread loads 16 bytes at a time when the chunk is 16-byte aligned
 // (always, for a tensor whose storage is; chunks are multiples of 8 elements apart), applies the
 // shared element logic to each element, and stores back. The block ORs its threads' flags and
 // one thread writes found_inf: at most one global write per block.
-template <DType D>
-__global__ void __launch_bounds__(kThreads) unscale_kernel(const __grid_constant__ UnscaleArgs args) {
+template <DType D, std::size_t Capacity>
+__global__ void __launch_bounds__(kThreads) unscale_kernel(const __grid_constant__ UnscaleArgs<Capacity> args) {
   using L = ScalarLane<D>;
   using S = typename L::Stored;
   constexpr int kPerVector = 16 / sizeof(S);
@@ -97,40 +104,60 @@ void check_launch(const char* who) {
   }
 }
 
-template <DType D>
-void launch_unscale(const UnscaleArgs& args, unsigned blocks, cudaStream_t stream) {
-  unscale_kernel<D><<<blocks, kThreads, 0, stream>>>(args);
+template <std::size_t Capacity>
+void launch_unscale(DType dtype, const UnscaleArgs<Capacity>& args, unsigned blocks, cudaStream_t stream) {
+  switch (dtype) {
+    case DType::Float32: unscale_kernel<DType::Float32, Capacity><<<blocks, kThreads, 0, stream>>>(args); break;
+    case DType::Float16: unscale_kernel<DType::Float16, Capacity><<<blocks, kThreads, 0, stream>>>(args); break;
+    case DType::BFloat16: unscale_kernel<DType::BFloat16, Capacity><<<blocks, kThreads, 0, stream>>>(args); break;
+    case DType::Float64: unscale_kernel<DType::Float64, Capacity><<<blocks, kThreads, 0, stream>>>(args); break;
+  }
 }
+
+constexpr const char* kUnscaleWho = "autocastgen::kernels::cuda::non_finite_check_and_unscale";
+
+// The packer writes the chunks straight into the large block (Note [launch packing]); a short
+// launch is copied into a small block first (Note [parameter blocks]).
+class Launcher final : public CudaLaunchSink {
+ public:
+  Launcher(UnscaleArgs<kMaxChunks>& large, cudaStream_t stream) : large_(large), stream_(stream) {}
+  void launch(DType dtype, std::span<const CudaChunk> chunks) override {
+    const auto blocks = static_cast<unsigned>(chunks.size());
+    if constexpr (kMaxChunks > kSmallChunks) {
+      if (chunks.size() <= kSmallChunks) {
+        UnscaleArgs<kSmallChunks> small;
+        small.inv_scale = large_.inv_scale;
+        small.found_inf = large_.found_inf;
+        std::copy(chunks.begin(), chunks.end(), small.chunks);
+        launch_unscale(dtype, small, blocks, stream_);
+        check_launch(kUnscaleWho);
+        return;
+      }
+    }
+    launch_unscale(dtype, large_, blocks, stream_);
+    check_launch(kUnscaleWho);
+  }
+
+ private:
+  UnscaleArgs<kMaxChunks>& large_;
+  cudaStream_t stream_;
+};
 
 }  // namespace
 
 std::size_t max_chunks_per_launch() { return kMaxChunks; }
+std::size_t small_launch_chunks() { return kSmallChunks; }
 
 void non_finite_check_and_unscale(std::span<const GradSpan> grads, float* found_inf,
                                   const float* inv_scale, void* stream) {
-  static constexpr const char* kWho = "autocastgen::kernels::cuda::non_finite_check_and_unscale";
-  validate_grad_spans(grads, kWho);
   if (found_inf == nullptr || inv_scale == nullptr) {
-    throw_invalid_argument(std::string(kWho) + ": found_inf and inv_scale must not be null");
+    throw_invalid_argument(std::string(kUnscaleWho) + ": found_inf and inv_scale must not be null");
   }
-  const bool in_order = grad_spans_overlap(grads);
-  const std::vector<CudaLaunch> launches =
-      plan_cuda_launches(grads, kChunkElements, kMaxChunks, in_order);
-  auto s = static_cast<cudaStream_t>(stream);
-  UnscaleArgs args;  // ~32 KB: static storage would not be thread safe, the stack is fine
+  UnscaleArgs<kMaxChunks> args;  // ~32 KB: static storage would not be thread safe, the stack is fine
   args.inv_scale = inv_scale;
   args.found_inf = found_inf;
-  for (const CudaLaunch& launch : launches) {
-    std::copy(launch.chunks.begin(), launch.chunks.end(), args.chunks);
-    const auto blocks = static_cast<unsigned>(launch.chunks.size());
-    switch (launch.dtype) {
-      case DType::Float32: launch_unscale<DType::Float32>(args, blocks, s); break;
-      case DType::Float16: launch_unscale<DType::Float16>(args, blocks, s); break;
-      case DType::BFloat16: launch_unscale<DType::BFloat16>(args, blocks, s); break;
-      case DType::Float64: launch_unscale<DType::Float64>(args, blocks, s); break;
-    }
-    check_launch(kWho);
-  }
+  Launcher launcher(args, static_cast<cudaStream_t>(stream));
+  prepare_unscale_launches(grads, kChunkElements, args.chunks, launcher, kUnscaleWho);
 }
 
 void update_scale(float* scale, std::int32_t* growth_tracker, std::int32_t* hysteresis_left,

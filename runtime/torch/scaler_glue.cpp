@@ -29,40 +29,43 @@ void check_one_element(const char* op, const char* name, const at::Tensor& t, at
 
 }  // namespace
 
-void check_unscale_args(at::TensorList grads, const at::Tensor& found_inf, const at::Tensor& inv_scale,
-                        c10::DeviceType device_type) {
+void check_unscale_scalars(const at::Tensor& found_inf, const at::Tensor& inv_scale, c10::DeviceType device_type) {
   check_one_element(kUnscale, "found_inf", found_inf, at::kFloat);
   check_one_element(kUnscale, "inv_scale", inv_scale, at::kFloat);
   TORCH_CHECK(found_inf.device().type() == device_type, kUnscale, ": found_inf is on ", found_inf.device(),
               ", expected a ", device_type, " tensor");
   TORCH_CHECK(inv_scale.device() == found_inf.device(), kUnscale, ": inv_scale is on ", inv_scale.device(),
               " but found_inf is on ", found_inf.device());
+}
+
+// Note [one pass over the gradients]
+// A call often carries a thousand gradients, and each one's TensorImpl is a pointer chase, so the
+// checks and the staging share one loop, read each property once and copy no at::Tensor (a copy
+// is an atomic increment and decrement) unless the gradient needs a dense copy. Error messages
+// are only built when a check fails (TORCH_CHECK formats lazily).
+StagedGrads::StagedGrads(at::TensorList grads, c10::Device device) {
+  spans_.reserve(grads.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     const at::Tensor& g = grads[i];
     TORCH_CHECK(g.defined(), kUnscale, ": gradient ", i, " is an undefined tensor");
-    TORCH_CHECK(g.device() == found_inf.device(), kUnscale, ": gradient ", i, " is on ", g.device(),
-                " but found_inf is on ", found_inf.device(), "; call the op once per device");
+    TORCH_CHECK(g.device() == device, kUnscale, ": gradient ", i, " is on ", g.device(), " but found_inf is on ",
+                device, "; call the op once per device");
     TORCH_CHECK(g.layout() == at::kStrided, kUnscale, ": gradient ", i, " has layout ", g.layout(),
                 "; pass the values of a sparse gradient (grad._values()) instead");
     const auto t = g.scalar_type();
     TORCH_CHECK(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, kUnscale,
                 ": gradient ", i, " has dtype ", t, "; supported dtypes are Float, Half, BFloat16 and Double");
-  }
-}
-
-StagedGrads::StagedGrads(at::TensorList grads) {
-  spans_.reserve(grads.size());
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const at::Tensor& g = grads[i];
-    if (g.numel() == 0) continue;
-    at::Tensor dense = g;
-    if (!g.is_non_overlapping_and_dense()) {
-      TORCH_CHECK(at::has_internal_overlap(g) != at::MemOverlap::Yes, kUnscale, ": gradient ", i,
-                  " has elements that share memory (an expanded tensor?); it cannot be unscaled in place");
-      dense = g.contiguous();
-      staged_.emplace_back(g, dense);
+    const int64_t numel = g.numel();
+    if (numel == 0) continue;
+    if (g.is_non_overlapping_and_dense()) {
+      spans_.push_back({g.data_ptr(), numel, to_kernel_dtype(t)});
+      continue;
     }
-    spans_.push_back({dense.data_ptr(), dense.numel(), to_kernel_dtype(dense.scalar_type())});
+    TORCH_CHECK(at::has_internal_overlap(g) != at::MemOverlap::Yes, kUnscale, ": gradient ", i,
+                " has elements that share memory (an expanded tensor?); it cannot be unscaled in place");
+    at::Tensor dense = g.contiguous();
+    spans_.push_back({dense.data_ptr(), numel, to_kernel_dtype(t)});
+    staged_.emplace_back(g, std::move(dense));
   }
 }
 

@@ -7,23 +7,30 @@
 #include <vector>
 
 #include "autocastgen/kernels/grad_span.h"
+#include "autocastgen/kernels/scaler_cpu.h"
 #include "autocastgen/kernels/scaler_update.h"
 
 namespace autocastgen::torch_glue {
 
-// Checks the arguments of non_finite_check_and_unscale_ for a kernel on `device_type`.
-void check_unscale_args(at::TensorList grads, const at::Tensor& found_inf, const at::Tensor& inv_scale,
-                        c10::DeviceType device_type);
+// The CPU kernel's executor: the kernel library's pool, within PyTorch's intra-op thread count
+// (Note [CPU threads in the glue] in scaler_ops.cpp).
+const kernels::Executor& cpu_executor();
 
-// The gradients as dense spans. Note [strided gradients]: a gradient whose elements fill a
-// memory block without gaps (contiguous, channels-last, transposed, ...) is handed to the kernel
-// as is, since the order of elements does not matter for an elementwise in-place op. Any other
-// strided gradient (a slice with gaps) is unscaled through a dense copy that copy_back() writes
-// into it afterwards. A gradient with internal overlap (expanded) is rejected: PyTorch's
-// in-place ops reject writing it too.
+// Checks found_inf and inv_scale of non_finite_check_and_unscale_ for a kernel on `device_type`
+// (the gradients are checked by StagedGrads).
+void check_unscale_scalars(const at::Tensor& found_inf, const at::Tensor& inv_scale, c10::DeviceType device_type);
+
+// The gradients as dense spans, each checked on the way (defined, on `device`, strided, a
+// supported dtype): one pass over the list (Note [one pass over the gradients]).
+// Note [strided gradients]: a gradient whose elements fill a memory block without gaps
+// (contiguous, channels-last, transposed, ...) is handed to the kernel as is, since the order of
+// elements does not matter for an elementwise in-place op. Any other strided gradient (a slice
+// with gaps) is unscaled through a dense copy that copy_back() writes into it afterwards. A
+// gradient with internal overlap (expanded) is rejected: PyTorch's in-place ops reject writing it
+// too. A failed check throws before any gradient is written.
 class StagedGrads {
  public:
-  explicit StagedGrads(at::TensorList grads);
+  StagedGrads(at::TensorList grads, c10::Device device);
   const std::vector<kernels::GradSpan>& spans() const { return spans_; }
   void copy_back();
 

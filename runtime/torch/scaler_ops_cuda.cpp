@@ -13,9 +13,9 @@ namespace {
 
 // Everything runs on PyTorch's current stream of the tensors' device, without host syncs.
 void non_finite_check_and_unscale_cuda(at::TensorList self, at::Tensor& found_inf, const at::Tensor& inv_scale) {
-  check_unscale_args(self, found_inf, inv_scale, c10::DeviceType::CUDA);
+  check_unscale_scalars(found_inf, inv_scale, c10::DeviceType::CUDA);
   const c10::cuda::CUDAGuard guard(found_inf.device());
-  StagedGrads staged(self);
+  StagedGrads staged(self, found_inf.device());
   kernels::cuda::non_finite_check_and_unscale(staged.spans(), found_inf.data_ptr<float>(),
                                               inv_scale.const_data_ptr<float>(),
                                               c10::cuda::getCurrentCUDAStream().stream());

@@ -1,8 +1,13 @@
 // CPU unscale kernel: every ISA path and dtype, special values at every kind of boundary, errors.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <set>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -349,6 +354,80 @@ TEST(CpuUnscaleExecutor, ThreadExecutorRunsEveryWorkerOnceAndRethrows) {
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
   EXPECT_THROW(ex.run(3, [](std::int64_t w) { if (w == 2) throw std::runtime_error("worker 2"); }),
                std::runtime_error);
+}
+
+// Note [worker pool] in executor.cpp: concurrent callers and nested calls run their slots on
+// their own thread; every slot still runs exactly once.
+TEST(CpuUnscaleExecutor, ThreadExecutorIsSafeFromManyThreadsAndFromInsideABody) {
+  const Executor& ex = thread_executor();
+  std::atomic<int> failures{0};
+  const auto caller = [&] {
+    for (int call = 0; call < 200; ++call) {
+      std::vector<std::atomic<int>> hits(5);
+      ex.run(5, [&](std::int64_t w) {
+        hits[static_cast<std::size_t>(w)].fetch_add(1);
+        if (w == 3) {  // nested: runs serially on this thread
+          std::vector<std::atomic<int>> inner(3);
+          ex.run(3, [&](std::int64_t v) { inner[static_cast<std::size_t>(v)].fetch_add(1); });
+          for (auto& h : inner) failures += h.load() != 1;
+        }
+      });
+      for (auto& h : hits) failures += h.load() != 1;
+    }
+  };
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) callers.emplace_back(caller);
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(CpuUnscaleExecutor, ThreadExecutorRunsBodiesOnPoolThreads) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: the pool has no helpers";
+  // Each body waits a little so a helper can claim the other slot; on a busy machine a helper may
+  // come late (then the caller runs both slots), so several calls are allowed.
+  bool seen_two_threads = false;
+  for (int call = 0; call < 50 && !seen_two_threads; ++call) {
+    std::mutex m;
+    std::set<std::thread::id> ids;
+    thread_executor().run(2, [&](std::int64_t) {
+      {
+        const std::lock_guard<std::mutex> lock(m);
+        ids.insert(std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    });
+    seen_two_threads = ids.size() == 2;
+  }
+  EXPECT_TRUE(seen_two_threads);
+}
+
+TEST(CpuUnscaleExecutor, ThreadExecutorWorksInAForkedChild) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer does not support starting threads after a multi-threaded fork";
+#endif
+  // Start the parent's pool first, so the child inherits a pool whose threads it does not have.
+  std::atomic<int> parent_hits{0};
+  thread_executor().run(2, [&](std::int64_t) { parent_hits.fetch_add(1); });
+  ASSERT_EQ(parent_hits.load(), 2);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(30);  // a hang in the child ends it with SIGALRM instead of hanging the test
+    std::atomic<int> hits{0};
+    thread_executor().run(4, [&](std::int64_t) { hits.fetch_add(1); });
+    Buffer a(DType::Float32, 4 * kCpuPieceElements);
+    for (std::int64_t i = 0; i < a.numel; ++i) a.set(i, f32_bits(4.0f));
+    float found = 0.0f;
+    non_finite_check_and_unscale_cpu({std::vector<GradSpan>{a.span()}}, &found, 0.5f,
+                                     {CpuIsa::Auto, &thread_executor()});
+    bool ok = hits.load() == 4 && found == 0.0f;
+    for (std::int64_t i = 0; i < a.numel; ++i) ok = ok && a.get(i) == f32_bits(2.0f);
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 void expect_invalid(const std::vector<GradSpan>& spans, float* found, const std::string& needle,

@@ -128,6 +128,19 @@ TEST_F(CudaKernels, MoreChunksThanOneLaunchCarries) {
   compare_with_cpu(host, 0.5f, stream_);
 }
 
+// Note [parameter blocks] in scaler_cuda.cu: launches of up to small_launch_chunks() chunks use the
+// small block, longer ones the large block; a special value in the last chunk of each size.
+TEST_F(CudaKernels, SmallAndLargeParameterBlocksAtTheirBoundary) {
+  const std::size_t small = cuda::small_launch_chunks();
+  if (small >= cuda::max_chunks_per_launch()) GTEST_SKIP() << "CUDA < 12.1: one parameter block size";
+  for (std::size_t n : {std::size_t{1}, small, small + 1, cuda::max_chunks_per_launch()}) {
+    std::vector<Buffer> host;
+    for (std::size_t t = 0; t < n; ++t) host.emplace_back(DType::Float16, 9);
+    host.back().set(8, special_bits(DType::Float16, Special::PosInf));
+    compare_with_cpu(host, 0.5f, stream_);
+  }
+}
+
 TEST_F(CudaKernels, OverlappingGradientsAreUnscaledInOrder) {
   float* d = nullptr;
   CUDA_OK(cudaMalloc(&d, 1000 * sizeof(float)));

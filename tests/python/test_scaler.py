@@ -110,6 +110,26 @@ class OpsMatchPyTorch(unittest.TestCase):
         torch.ops.autocastgen.update_scale_hysteresis_(s, t, h, torch.ones(()), 2.0, 0.5, 10)
         self.assertEqual(s.item(), 4.0)
 
+    def test_autograd_behaviour_is_pytorchs(self):
+        # The ops are fallthrough at the Autograd key (Note [autograd fallthrough] in
+        # runtime/torch/scaler_ops.cpp); PyTorch's _amp_ ops behave the same: a leaf that requires
+        # grad is accepted, a non-leaf keeps its grad_fn, and no version counter moves.
+        inv = torch.full((), 0.5)
+        seen = {}
+        for name, op in (("ours", torch.ops.autocastgen.non_finite_check_and_unscale_),
+                         ("torch", torch._amp_foreach_non_finite_check_and_unscale_)):
+            leaf = torch.ones(3, requires_grad=True)
+            x = torch.ones(3, requires_grad=True)
+            non_leaf = x * 2
+            found = torch.zeros(())
+            op([leaf, non_leaf], found, inv)
+            seen[name] = (leaf._version, non_leaf._version, found._version, type(non_leaf.grad_fn).__name__,
+                          leaf.tolist(), non_leaf.tolist())
+        self.assertEqual(seen["ours"], seen["torch"])
+        scale, tracker = torch.full((), 4.0, requires_grad=True), torch.zeros((), dtype=torch.int32)
+        torch.ops.autocastgen.update_scale_(scale, tracker, torch.zeros(()), 2.0, 0.5, 1)
+        self.assertEqual(scale.item(), 8.0)
+
     @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device")
     def test_cuda_matches_pytorch_cuda(self):
         gen = torch.Generator().manual_seed(2)

@@ -1,13 +1,20 @@
 // autocastgen scaler ops against PyTorch's own CPU ops: bitwise results, found_inf, strides, errors.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autocastgen/scaler/ops.h"
+// The glue's private header, for its executor (not part of the installed API).
+#include "../../runtime/torch/scaler_glue.h"
 
 namespace {
 
@@ -190,6 +197,39 @@ TEST(ScalerOpsCpu, BadArgumentsGiveClearErrors) {
     std::vector<at::Tensor> g{at::Tensor()};
     non_finite_check_and_unscale_(g, found, inv);
   }, op + "gradient 0 is an undefined tensor");
+}
+
+// Note [CPU threads in the glue] in runtime/torch/scaler_ops.cpp: the op's workers follow
+// PyTorch's intra-op thread count and really run on more than one thread (the glue once used an
+// at::parallel_for that ran serially).
+TEST(ScalerOpsCpu, WorkersFollowTorchsThreadCountAndRunOnSeveralThreads) {
+  const int saved = at::get_num_threads();
+  const autocastgen::kernels::Executor& ex = autocastgen::torch_glue::cpu_executor();
+  at::set_num_threads(1);
+  EXPECT_EQ(ex.workers_for(int64_t{1} << 26), 1);
+  at::set_num_threads(2);
+  const int64_t wanted = ex.workers_for(int64_t{1} << 26);
+  EXPECT_EQ(ex.workers_for(10), 1);
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_EQ(wanted, 2);
+    // Each body waits a little so a helper can claim the other slot; on a busy machine a helper
+    // may come late (the caller then runs both), so several calls are allowed.
+    bool seen_two_threads = false;
+    for (int call = 0; call < 50 && !seen_two_threads; ++call) {
+      std::mutex m;
+      std::set<std::thread::id> threads;
+      ex.run(2, [&](int64_t) {
+        {
+          const std::lock_guard<std::mutex> lock(m);
+          threads.insert(std::this_thread::get_id());
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      });
+      seen_two_threads = threads.size() == 2;
+    }
+    EXPECT_TRUE(seen_two_threads);
+  }
+  at::set_num_threads(saved);
 }
 
 // --- update_scale_ --------------------------------------------------------------------------------

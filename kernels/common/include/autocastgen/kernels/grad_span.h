@@ -47,25 +47,22 @@ constexpr const char* dtype_name(DType d) {
                               std::to_string(where.line()) + "]");
 }
 
+// Builds the message for the first invalid span and throws it; only called once a span failed.
+[[noreturn]] void throw_invalid_grad_span(std::span<const GradSpan> grads, std::size_t index,
+                                          const char* who, std::source_location where);
+
 // Checks every span: known dtype, numel >= 0, non-null and element-aligned data when numel > 0.
+// Note [cheap validation]: this runs on every call over every gradient (a thousand of them is
+// common), so the loop only tests; the message is built after a test failed.
 inline void validate_grad_spans(std::span<const GradSpan> grads, const char* who,
                                 std::source_location where = std::source_location::current()) {
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const GradSpan& g = grads[i];
-    const std::string prefix = std::string(who) + ": gradient " + std::to_string(i) + " ";
-    if (dtype_size(g.dtype) == 0) throw_invalid_argument(prefix + "has an unknown dtype", where);
-    if (g.numel < 0) {
-      throw_invalid_argument(prefix + "has a negative numel (" + std::to_string(g.numel) + ")",
-                             where);
-    }
-    if (g.numel == 0) continue;
-    if (g.data == nullptr) throw_invalid_argument(prefix + "has numel > 0 and a null data pointer", where);
-    if (reinterpret_cast<std::uintptr_t>(g.data) % dtype_size(g.dtype) != 0) {
-      throw_invalid_argument(prefix + "is not aligned to its element size (" +
-                                 std::to_string(dtype_size(g.dtype)) + " bytes for " +
-                                 dtype_name(g.dtype) + ")",
-                             where);
-    }
+    const std::size_t size = dtype_size(g.dtype);
+    const bool ok = size != 0 && g.numel >= 0 &&
+                    (g.numel == 0 ||
+                     (g.data != nullptr && reinterpret_cast<std::uintptr_t>(g.data) % size == 0));
+    if (!ok) [[unlikely]] throw_invalid_grad_span(grads, i, who, where);
   }
 }
 

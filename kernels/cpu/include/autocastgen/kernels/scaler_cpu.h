@@ -26,8 +26,9 @@ class Executor {
 
 // Runs everything on the calling thread.
 const Executor& serial_executor();
-// Uses up to std::thread::hardware_concurrency() threads started for the call, when the work is
-// large enough to pay for starting them.
+// Uses up to std::thread::hardware_concurrency() threads of a pool that is started on first use
+// and kept (Note [worker pool] in executor.cpp), when the work is large enough to pay for waking
+// them. Safe to call from several threads at once and from inside a body (those calls run serially).
 const Executor& thread_executor();
 
 // Instruction-set paths. Auto picks the best one the CPU supports; tests force the others.

@@ -9,9 +9,11 @@
 
 namespace autocastgen::kernels::cuda {
 
-// Elements per CUDA block (chunk) and chunks carried by one launch's kernel parameters.
+// Elements per CUDA block (chunk); chunks carried by one launch's kernel parameters, and the
+// most that still go through the small (4 KB) parameter block (Note [parameter blocks]).
 inline constexpr std::int64_t kChunkElements = 65536;
 std::size_t max_chunks_per_launch();
+std::size_t small_launch_chunks();
 
 // The CUDA counterpart of non_finite_check_and_unscale_cpu: every gradient is unscaled in place
 // by *inv_scale and *found_inf is set to 1.0f when any input element is inf or NaN. All pointers

@@ -195,6 +195,11 @@ TEST(Fp8Element, DelayedHistoryRollsAndSkipsNonFinite) {
   record(0.0f);
   EXPECT_EQ(scale, 896.0f);  // an all-zero window keeps the previous scale
   EXPECT_EQ(history_max_finite(ring, 0), 0.0f);
+  // A NaN previous scale (the first cast met a NaN) is never the fallback.
+  float fresh[2] = {};
+  EXPECT_EQ(delayed_record_and_rescale(fresh, 2, 0, 0, std::numeric_limits<float>::quiet_NaN(),
+                                       std::numeric_limits<float>::quiet_NaN(), 448.0f, 0),
+            1.0f);
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ AUTOCASTGEN_HD float inverse_scale(float scale) { return 1.0f / scale; }
 // the ring is full) and `count` how many have been recorded (capped at length). The scale for the
 // next cast comes from the largest *finite* amax in the window (a non-finite amax is recorded, so
 // the history shows it, but never becomes a scale; the cast that met it already returned NaN
-// through dequant_scale_for_pass below), with the previous scale as the fallback when that is 0.
+// through dequant_scale_for_pass below), with the previous scale as the fallback when that is 0
+// (or 1 when the previous scale is NaN: the first cast of a tensor holding a NaN).
 struct DelayedHistory {
   float* amax = nullptr;  // `length` floats
   std::int32_t length = 0;
@@ -68,7 +69,9 @@ AUTOCASTGEN_HD float delayed_record_and_rescale(float* amax_ring, std::int32_t l
                                                 float fp8_max, std::int32_t margin) {
   amax_ring[next] = amax;
   const std::int32_t filled = count < length ? count + 1 : length;
-  return scale_from_amax(history_max_finite(amax_ring, filled), fp8_max, margin, previous_scale);
+  // A first cast that met a NaN was made with a NaN scale; never carry that forward.
+  const float fallback = is_finite_float(previous_scale) ? previous_scale : 1.0f;
+  return scale_from_amax(history_max_finite(amax_ring, filled), fp8_max, margin, fallback);
 }
 
 // The dequantisation factor for a cast made with `scale` whose pass measured `amax`: 1/scale, or

@@ -113,8 +113,10 @@ struct GemmSpec {
 // not, as torchao's default recipe does.
 class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const at::Tensor& add,
-                            const GemmSpec& spec) {
+  // `add` is optional rather than undefined: autograd records a device for every tensor input.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            const std::optional<at::Tensor>& add_or_none, const GemmSpec& spec) {
+    const at::Tensor add = add_or_none.value_or(at::Tensor());
     const std::int64_t k = spec.linear ? b.size(1) : b.size(0);
     const std::int64_t n = spec.linear ? b.size(0) : b.size(1);
     const at::Tensor a2 = spec.linear ? a.reshape({-1, k}) : a;
@@ -209,7 +211,7 @@ class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
   }
 };
 
-at::Tensor run(const at::Tensor& a, const at::Tensor& b, const at::Tensor& add, const GemmSpec& spec,
+at::Tensor run(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& add, const GemmSpec& spec,
                const Support& support, const char* who) {
   spec.recipe.validate();
   TORCH_CHECK(support.ok, who, ": this call cannot run in fp8 (", support.reason,
@@ -259,14 +261,14 @@ Support fp8_addmm_support(const at::Tensor& self, const at::Tensor& mat1, const 
 at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                       const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
   GemmSpec spec{true, 1.0, 1.0, recipe, out_dtype, options};
-  const at::Tensor add = bias.has_value() ? *bias : at::Tensor();
+  const std::optional<at::Tensor> add = bias.has_value() && bias->defined() ? bias : std::nullopt;
   return run(input, weight, add, spec, fp8_linear_support(input, weight, bias, out_dtype), "autocastgen::fp8::fp8_linear");
 }
 
 at::Tensor fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
                   const CallOptions& options) {
   GemmSpec spec{false, 1.0, 1.0, recipe, out_dtype, options};
-  return run(self, mat2, at::Tensor(), spec, fp8_mm_support(self, mat2, out_dtype), "autocastgen::fp8::fp8_mm");
+  return run(self, mat2, std::nullopt, spec, fp8_mm_support(self, mat2, out_dtype), "autocastgen::fp8::fp8_mm");
 }
 
 at::Tensor fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,

@@ -90,7 +90,9 @@ struct ScalarWords {
 // input against the installed PyTorch):
 //  - |x| >= max, infinities included, saturates to +-max (the clamp);
 //  - NaN becomes the format's NaN code 0x7f with the sign bit of the input (S.1111.111 for
-//    e4m3fn, S.11111.11 for e5m2);
+//    e4m3fn, S.11111.11 for e5m2). PyTorch keeps that sign for float32 sources but its own
+//    bfloat16/float16 -> float32 widening drops a NaN's sign on some paths, so only NaN-ness is
+//    part of the contract there (as in Note [conversions] of scaler_element.h);
 //  - everything else rounds to nearest, ties to even; below the smallest normal the result is a
 //    subnormal or a signed zero, so -0.0 stays -0.0.
 // Normal results round the float's mantissa with integer arithmetic (add half an ulp minus one,

@@ -1,0 +1,254 @@
+// CUDA fp8 kernels: amax, fused scale + saturating cast (+ amax), and the one-thread scale updates.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "autocastgen/kernels/fp8_cuda.h"
+#include "autocastgen/kernels/fp8_element.h"
+#include "autocastgen/kernels/fp8_scale.h"
+
+namespace autocastgen::kernels::fp8::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Grid-stride loops: enough blocks to fill an H100/H200 several times over, few enough that the
+// per-block atomicMax of the amax is negligible.
+constexpr std::int64_t kMaxBlocks = 4096;
+
+// Combines the block's amax bits and lets one thread fold them into *amax_bits. Magnitude bits
+// order like the floats they encode and NaN is above +inf (Note [amax]), so an unsigned
+// atomicMax is the exact, NaN-propagating float max.
+__device__ void block_amax_to_global(std::uint32_t local, unsigned int* amax_bits) {
+  __shared__ std::uint32_t warp_max[kThreads / 32];
+  local = __reduce_max_sync(0xffffffffu, local);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x / 32] = local;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    std::uint32_t v = threadIdx.x < kThreads / 32 ? warp_max[threadIdx.x] : 0u;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (threadIdx.x == 0 && v != 0) atomicMax(amax_bits, v);
+  }
+}
+
+template <DType D>
+struct Storage;
+template <>
+struct Storage<DType::Float32> {
+  using T = float;
+};
+template <>
+struct Storage<DType::BFloat16> {
+  using T = std::uint16_t;
+};
+template <>
+struct Storage<DType::Float16> {
+  using T = std::uint16_t;
+};
+
+// One 16-byte load, seen as the elements it holds.
+template <class S>
+union Vector {
+  uint4 raw;
+  S elements[16 / sizeof(S)];
+};
+
+// Output bytes of one 16-byte input vector: 4 (float32) or 8 (16-bit types).
+template <int N>
+struct Codes;
+template <>
+struct Codes<4> {
+  using T = std::uint32_t;
+};
+template <>
+struct Codes<8> {
+  using T = uint2;
+};
+
+// The source is read 16 bytes at a time when both it and the output are aligned for that (always,
+// for tensors from PyTorch's allocators; then the scalar loop only takes the tail).
+template <DType D>
+__global__ void __launch_bounds__(kThreads) amax_kernel(const void* src, std::int64_t n, unsigned int* amax_bits) {
+  using S = typename Storage<D>::T;
+  constexpr int kPer = 16 / sizeof(S);
+  using W = ScalarWords;
+  std::uint32_t acc = 0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  std::int64_t scalar_begin = 0;
+  if ((reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
+    const std::int64_t vectors = n / kPer;
+    const uint4* pv = static_cast<const uint4*>(src);
+    for (std::int64_t v = tid; v < vectors; v += stride) {
+      Vector<S> x;
+      x.raw = pv[v];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) acc = W::max(acc, magnitude_bits<W>(widen_element<D>(x.elements, k)));
+    }
+    scalar_begin = vectors * kPer;
+  }
+  for (std::int64_t i = scalar_begin + tid; i < n; i += stride) {
+    acc = W::max(acc, magnitude_bits<W>(widen_element<D>(src, i)));
+  }
+  block_amax_to_global(acc, amax_bits);
+}
+
+template <Fp8Format Fmt, bool kAmax, DType D>
+__global__ void __launch_bounds__(kThreads) cast_kernel(const void* src, std::int64_t n, const float* scale_ptr,
+                                                        std::uint8_t* out, unsigned int* amax_bits) {
+  using S = typename Storage<D>::T;
+  constexpr int kPer = 16 / sizeof(S);
+  using C = typename Codes<kPer>::T;
+  using W = ScalarWords;
+  const float scale = *scale_ptr;
+  std::uint32_t acc = 0;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kThreads;
+  const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  std::int64_t scalar_begin = 0;
+  if ((reinterpret_cast<std::uintptr_t>(src) & 15u) == 0 && (reinterpret_cast<std::uintptr_t>(out) % kPer) == 0) {
+    const std::int64_t vectors = n / kPer;
+    const uint4* pv = static_cast<const uint4*>(src);
+    C* po = reinterpret_cast<C*>(out);
+    for (std::int64_t v = tid; v < vectors; v += stride) {
+      Vector<S> x;
+      x.raw = pv[v];
+      union {
+        C packed;
+        std::uint8_t bytes[kPer];
+      } codes;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        codes.bytes[k] = static_cast<std::uint8_t>(quantize_element<Fmt, kAmax, W>(widen_element<D>(x.elements, k), scale, acc));
+      }
+      po[v] = codes.packed;
+    }
+    scalar_begin = vectors * kPer;
+  }
+  for (std::int64_t i = scalar_begin + tid; i < n; i += stride) {
+    out[i] = static_cast<std::uint8_t>(quantize_element<Fmt, kAmax, W>(widen_element<D>(src, i), scale, acc));
+  }
+  if constexpr (kAmax) block_amax_to_global(acc, amax_bits);
+}
+
+__global__ void scale_from_amax_kernel(const float* amax, float fp8_max, std::int32_t margin, float* scale,
+                                       float* inv_scale) {
+  const float s = fp8::scale_from_amax(*amax, fp8_max, margin, 1.0f);
+  *scale = s;
+  *inv_scale = inverse_scale(s);
+}
+
+__global__ void delayed_update_kernel(float* ring, std::int32_t length, std::int32_t next, std::int32_t count,
+                                      const float* amax, float* scale, float* pass_inv_scale, float fp8_max,
+                                      std::int32_t margin) {
+  const float a = *amax;
+  const float used = *scale;
+  *pass_inv_scale = dequant_scale_for_pass(used, a);
+  *scale = delayed_record_and_rescale(ring, length, next, count, a, used, fp8_max, margin);
+}
+
+void check_launch(const char* who) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string(who) + ": kernel launch failed: " + cudaGetErrorName(err) + ": " +
+                             cudaGetErrorString(err));
+  }
+}
+
+unsigned blocks_for(std::int64_t n, std::int64_t per_thread) {
+  const std::int64_t threads_needed = (n + per_thread - 1) / per_thread;
+  return static_cast<unsigned>(std::clamp<std::int64_t>((threads_needed + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+template <Fp8Format Fmt, bool kAmax>
+void launch_cast(const Fp8Source& src, const float* scale, std::uint8_t* out, unsigned int* amax_bits,
+                 cudaStream_t s) {
+  const unsigned blocks = blocks_for(src.numel, src.dtype == DType::Float32 ? 4 : 8);
+  switch (src.dtype) {
+    case DType::Float32:
+      cast_kernel<Fmt, kAmax, DType::Float32><<<blocks, kThreads, 0, s>>>(src.data, src.numel, scale, out, amax_bits);
+      break;
+    case DType::BFloat16:
+      cast_kernel<Fmt, kAmax, DType::BFloat16><<<blocks, kThreads, 0, s>>>(src.data, src.numel, scale, out, amax_bits);
+      break;
+    case DType::Float16:
+      cast_kernel<Fmt, kAmax, DType::Float16><<<blocks, kThreads, 0, s>>>(src.data, src.numel, scale, out, amax_bits);
+      break;
+    case DType::Float64:
+      break;  // refused by validate_fp8_source
+  }
+}
+
+void clear_amax(float* amax_out, cudaStream_t s, const char* who) {
+  const cudaError_t err = cudaMemsetAsync(amax_out, 0, sizeof(float), s);
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string(who) + ": cudaMemsetAsync failed: " + cudaGetErrorString(err));
+  }
+}
+
+}  // namespace
+
+void amax(const Fp8Source& src, float* amax_out, void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::amax";
+  validate_fp8_source(src, kWho);
+  if (amax_out == nullptr) throw_invalid_argument(std::string(kWho) + ": amax_out must not be null");
+  auto s = static_cast<cudaStream_t>(stream);
+  clear_amax(amax_out, s, kWho);
+  if (src.numel == 0) return;
+  auto* bits = reinterpret_cast<unsigned int*>(amax_out);
+  const unsigned blocks = blocks_for(src.numel, src.dtype == DType::Float32 ? 4 : 8);
+  switch (src.dtype) {
+    case DType::Float32: amax_kernel<DType::Float32><<<blocks, kThreads, 0, s>>>(src.data, src.numel, bits); break;
+    case DType::BFloat16: amax_kernel<DType::BFloat16><<<blocks, kThreads, 0, s>>>(src.data, src.numel, bits); break;
+    case DType::Float16: amax_kernel<DType::Float16><<<blocks, kThreads, 0, s>>>(src.data, src.numel, bits); break;
+    case DType::Float64: break;
+  }
+  check_launch(kWho);
+}
+
+void scale_cast(const Fp8Source& src, const float* scale, Fp8Format format, std::uint8_t* out, float* amax_out,
+                void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::scale_cast";
+  validate_fp8_source(src, kWho);
+  if (scale == nullptr) throw_invalid_argument(std::string(kWho) + ": scale must not be null");
+  if (src.numel > 0 && out == nullptr) throw_invalid_argument(std::string(kWho) + ": null output pointer");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (amax_out != nullptr) clear_amax(amax_out, s, kWho);
+  if (src.numel == 0) return;
+  auto* bits = reinterpret_cast<unsigned int*>(amax_out);
+  const bool e4m3 = format == Fp8Format::E4M3FN;
+  if (amax_out != nullptr) {
+    e4m3 ? launch_cast<Fp8Format::E4M3FN, true>(src, scale, out, bits, s)
+         : launch_cast<Fp8Format::E5M2, true>(src, scale, out, bits, s);
+  } else {
+    e4m3 ? launch_cast<Fp8Format::E4M3FN, false>(src, scale, out, nullptr, s)
+         : launch_cast<Fp8Format::E5M2, false>(src, scale, out, nullptr, s);
+  }
+  check_launch(kWho);
+}
+
+void scale_from_amax(const float* amax, float fp8_max, std::int32_t margin, float* scale, float* inv_scale,
+                     void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::scale_from_amax";
+  if (amax == nullptr || scale == nullptr || inv_scale == nullptr) {
+    throw_invalid_argument(std::string(kWho) + ": amax, scale and inv_scale must not be null");
+  }
+  scale_from_amax_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(amax, fp8_max, margin, scale, inv_scale);
+  check_launch(kWho);
+}
+
+void delayed_update(float* amax_ring, std::int32_t length, std::int32_t next, std::int32_t count, const float* amax,
+                    float* scale, float* pass_inv_scale, float fp8_max, std::int32_t margin, void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::delayed_update";
+  if (amax_ring == nullptr || amax == nullptr || scale == nullptr || pass_inv_scale == nullptr) {
+    throw_invalid_argument(std::string(kWho) + ": amax_ring, amax, scale and pass_inv_scale must not be null");
+  }
+  if (length < 1 || next < 0 || next >= length || count < 0) {
+    throw_invalid_argument(std::string(kWho) + ": need length >= 1, 0 <= next < length and count >= 0");
+  }
+  delayed_update_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(amax_ring, length, next, count, amax, scale,
+                                                                        pass_inv_scale, fp8_max, margin);
+  check_launch(kWho);
+}
+
+}  // namespace autocastgen::kernels::fp8::cuda

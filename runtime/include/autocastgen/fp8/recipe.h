@@ -1,0 +1,54 @@
+// The fp8 recipe: how operands are scaled and which fp8 formats the forward and backward GEMMs use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <c10/core/ScalarType.h>
+#include <c10/macros/Export.h>
+
+namespace autocastgen::fp8 {
+
+// current: each operand's amax is measured at every call (an amax pass, then a cast pass).
+// delayed: a weight is cast with a scale derived from the amaxes of its previous casts and the
+// cast records its new amax in the same pass (Transformer Engine's delayed scaling). Activations
+// and gradients are always current-scaled (docs/fp8.md, "Scaling").
+enum class Scaling : std::uint8_t { Current, Delayed };
+
+// One scale per tensor. (Row-wise scales are not implemented.)
+enum class Granularity : std::uint8_t { Tensorwise };
+
+struct Recipe {
+  Scaling scaling = Scaling::Current;
+  Granularity granularity = Granularity::Tensorwise;
+  // Inputs and weights in the forward GEMM; the gradient of the output in the backward GEMMs.
+  c10::ScalarType forward_dtype = c10::ScalarType::Float8_e4m3fn;
+  c10::ScalarType backward_dtype = c10::ScalarType::Float8_e5m2;
+  // Delayed scaling: amaxes kept per weight (1 = only the most recent one).
+  std::int64_t amax_history_len = 16;
+  // scale = fp8_max / amax / 2^margin, for every scaled tensor (Note [fp8 scale]).
+  std::int64_t margin = 0;
+
+  bool operator==(const Recipe&) const = default;
+
+  // Throws c10::Error naming the field and the accepted values: forward_dtype must be
+  // float8_e4m3fn (PyTorch's CUDA _scaled_mm has no e5m2 x e5m2 GEMM, which an e5m2 forward
+  // would need in the backward), backward_dtype float8_e5m2 or float8_e4m3fn,
+  // 1 <= amax_history_len <= 65536, 0 <= margin <= 64.
+  TORCH_API void validate() const;
+  // `{scaling: delayed, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2,
+  // amax_history_len: 16, margin: 0}` (the history length only for delayed scaling): the
+  // policy language's spelling.
+  [[nodiscard]] TORCH_API std::string str() const;
+};
+
+[[nodiscard]] TORCH_API const char* scaling_name(Scaling s);
+[[nodiscard]] TORCH_API const char* granularity_name(Granularity g);
+// The policy language's names ("current", "tensorwise", "float8_e4m3fn"); nullopt when unknown.
+[[nodiscard]] TORCH_API std::optional<Scaling> parse_scaling(std::string_view name);
+[[nodiscard]] TORCH_API std::optional<Granularity> parse_granularity(std::string_view name);
+[[nodiscard]] TORCH_API std::optional<c10::ScalarType> parse_fp8_dtype(std::string_view name);
+
+}  // namespace autocastgen::fp8

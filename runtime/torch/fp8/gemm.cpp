@@ -1,0 +1,281 @@
+// fp8 linear, mm and addmm: the support rule, one autograd function for all three, the public API.
+#include <array>
+#include <atomic>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "autocastgen/fp8/fp8.h"
+#include "operand.h"
+
+namespace autocastgen::fp8 {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// --- Support --------------------------------------------------------------------------------------
+
+constexpr Support yes() { return {true, ""}; }
+constexpr Support no(const char* reason) { return {false, reason}; }
+
+// Whether the dispatcher has a _scaled_mm kernel for the device's backend (asked once per type).
+bool scaled_mm_on(c10::DeviceType device) {
+  constexpr auto kTypes = static_cast<std::size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
+  static std::array<std::atomic<int>, kTypes> known{};  // 0 unknown, 1 yes, 2 no
+  std::atomic<int>& slot = known.at(static_cast<std::size_t>(device));
+  int v = slot.load(std::memory_order_relaxed);
+  if (v == 0) {
+    const auto op = c10::Dispatcher::singleton().findOp({"aten::_scaled_mm", ""});
+    const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, c10::kStrided, c10::Device(device));
+    v = op && op->hasKernelForDispatchKey(key) ? 1 : 2;
+    slot.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+bool float_dtype(c10::ScalarType t) {
+  return t == c10::ScalarType::Float || t == c10::ScalarType::BFloat16 || t == c10::ScalarType::Half;
+}
+
+Support check_tensor(const at::Tensor& t, const at::Tensor& first) {
+  if (!t.defined()) return no("an operand is undefined");
+  if (t.layout() != c10::kStrided) return no("an operand is not a dense (strided) tensor");
+  if (!float_dtype(t.scalar_type())) return no("an operand is not float32, bfloat16 or float16");
+  if (t.device() != first.device()) return no("the operands are on different devices");
+  return yes();
+}
+
+// Note [fp8 shapes] in fp8.h.
+Support check_shape(std::int64_t m, std::int64_t k, std::int64_t n, bool right_operand_grad) {
+  if (m <= 0 || k <= 0 || n <= 0) return no("an empty dimension");
+  if (k % 16 != 0) return no("the inner dimension K is not a multiple of 16");
+  if (n % 16 != 0) return no("the output dimension N is not a multiple of 16");
+  if (right_operand_grad && m % 16 != 0) {
+    return no("the weight (mat2) needs a gradient and the row count M is not a multiple of 16");
+  }
+  return yes();
+}
+
+Support check_common(const std::vector<const at::Tensor*>& operands, c10::ScalarType out_dtype) {
+  if (!float_dtype(out_dtype)) return no("out_dtype is not bfloat16, float16 or float32");
+  for (const at::Tensor* t : operands) {
+    if (const Support s = check_tensor(*t, *operands.front()); !s) return s;
+  }
+  if (!scaled_mm_on(operands.front()->device().type())) return no("this device's PyTorch has no _scaled_mm kernel");
+  return yes();
+}
+
+bool will_need_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() && t.requires_grad(); }
+
+// --- The GEMM -------------------------------------------------------------------------------------
+
+bool is_column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) >= std::max<std::int64_t>(1, t.size(0)); }
+
+// a [M, K] x b [K, N] in fp8 with dequantisation factors sa and sb. CUDA's _scaled_mm needs a
+// row-major and b column-major; other devices get that layout too except CPU, whose _scaled_mm
+// takes any strides (unless the caller asks for the CUDA layout everywhere, as tests do).
+at::Tensor scaled_gemm(at::Tensor a, const at::Tensor& sa, at::Tensor b, const at::Tensor& sb,
+                       const std::optional<at::Tensor>& bias, c10::ScalarType out_dtype, bool fast_accum,
+                       const CallOptions& options) {
+  if (a.device().type() != c10::DeviceType::CPU || options.cuda_layout_everywhere) {
+    if (!a.is_contiguous()) a = a.contiguous();
+    if (!is_column_major(b)) b = b.t().contiguous().t();
+  }
+  return at::_scaled_mm(a, b, sa, sb, bias, std::nullopt, out_dtype, fast_accum);
+}
+
+at::Tensor times(const at::Tensor& inv_scale, double alpha) { return alpha == 1.0 ? inv_scale : inv_scale * alpha; }
+
+// What a call computes besides the operands.
+struct GemmSpec {
+  bool linear = false;  // a is [*, K], b a [N, K] weight (the GEMM's right operand is b^T)
+  double alpha = 1.0;
+  double beta = 1.0;
+  Recipe recipe;
+  c10::ScalarType out_dtype = c10::ScalarType::BFloat16;
+  CallOptions options;
+};
+
+// Note [fp8 autograd]
+// One autograd function for linear, mm and addmm: out = beta * add + alpha * (A x B) with A the
+// [M, K] view of `a` and B = b (mm, addmm) or b^T (linear). The forward quantises A and B to the
+// forward fp8 dtype (Note [fp8 weights]: weights through the cache) and saves the fp8 operands
+// and their dequantisation factors, not the high-precision tensors. The backward quantises the
+// output gradient G to the backward dtype (current scaling) and runs two more fp8 GEMMs:
+// grad A = alpha * G x B^T and grad B = alpha * A^T x G (for linear, grad W = alpha * G^T x A),
+// each produced directly in its parameter's dtype; grad add = beta * G summed to add's shape, in
+// float32 then add's dtype. The forward GEMM uses fast accumulation and the gradient GEMMs do
+// not, as torchao's default recipe does.
+class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
+ public:
+  // `add` is optional rather than undefined: autograd records a device for every tensor input.
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,
+                            const std::optional<at::Tensor>& add_or_none, const GemmSpec& spec) {
+    const at::Tensor add = add_or_none.value_or(at::Tensor());
+    const std::int64_t k = spec.linear ? b.size(1) : b.size(0);
+    const std::int64_t n = spec.linear ? b.size(0) : b.size(1);
+    const at::Tensor a2 = spec.linear ? a.reshape({-1, k}) : a;
+    const detail::Quantized qa = detail::quantize_forward_operand(a2, spec.recipe, spec.options);
+    const detail::Quantized qb = detail::quantize_forward_operand(b, spec.recipe, spec.options);
+    const at::Tensor b8 = spec.linear ? qb.data.t() : qb.data;
+
+    std::optional<at::Tensor> gemm_bias;
+    bool add_after = false;
+    if (add.defined() && spec.beta != 0.0) {
+      if (spec.beta == 1.0 && add.dim() == 1 && add.size(0) == n && spec.out_dtype != c10::ScalarType::Float) {
+        gemm_bias = add.to(spec.out_dtype);
+      } else {
+        add_after = true;
+      }
+    }
+    const c10::ScalarType gemm_dtype = add_after ? c10::ScalarType::Float : spec.out_dtype;
+    at::Tensor out = scaled_gemm(qa.data, times(qa.inv_scale, spec.alpha), b8, qb.inv_scale, gemm_bias, gemm_dtype,
+                                 /*fast_accum=*/true, spec.options);
+    if (add_after) {
+      const at::Tensor addf = add.to(c10::ScalarType::Float);
+      out = (spec.beta == 1.0 ? out.add_(addf) : out.add_(addf, spec.beta)).to(spec.out_dtype);
+    }
+    if (spec.linear) {
+      std::vector<std::int64_t> sizes(a.sizes().begin(), a.sizes().end() - 1);
+      sizes.push_back(n);
+      out = out.view(sizes);
+    }
+
+    ctx->save_for_backward({qa.data, qa.inv_scale, b8, qb.inv_scale});
+    ctx->saved_data["linear"] = spec.linear;
+    ctx->saved_data["alpha"] = spec.alpha;
+    ctx->saved_data["beta"] = spec.beta;
+    ctx->saved_data["a_sizes"] = a.sizes();
+    ctx->saved_data["a_dtype"] = static_cast<std::int64_t>(a.scalar_type());
+    ctx->saved_data["b_dtype"] = static_cast<std::int64_t>(b.scalar_type());
+    ctx->saved_data["add"] = add.defined();
+    if (add.defined()) {
+      ctx->saved_data["add_sizes"] = add.sizes();
+      ctx->saved_data["add_dtype"] = static_cast<std::int64_t>(add.scalar_type());
+    }
+    ctx->saved_data["backward_dtype"] = static_cast<std::int64_t>(spec.recipe.backward_dtype);
+    ctx->saved_data["margin"] = spec.recipe.margin;
+    ctx->saved_data["fused"] = spec.options.fused_kernels;
+    ctx->saved_data["cuda_layout"] = spec.options.cuda_layout_everywhere;
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& a8 = saved[0];
+    const at::Tensor& inv_a = saved[1];
+    const at::Tensor& b8 = saved[2];  // logical [K, N]
+    const at::Tensor& inv_b = saved[3];
+    const auto& d = ctx->saved_data;
+    const bool linear = d.at("linear").toBool();
+    const double alpha = d.at("alpha").toDouble();
+    const double beta = d.at("beta").toDouble();
+    Recipe recipe;
+    recipe.backward_dtype = static_cast<c10::ScalarType>(d.at("backward_dtype").toInt());
+    recipe.margin = d.at("margin").toInt();
+    CallOptions options;
+    options.fused_kernels = d.at("fused").toBool();
+    options.cuda_layout_everywhere = d.at("cuda_layout").toBool();
+
+    const at::Tensor& g = grads[0];
+    const std::int64_t n = b8.size(1);
+    const at::Tensor g2 = linear ? g.reshape({-1, n}) : g;
+    const detail::Quantized qg = detail::quantize_gradient(g2, recipe, options);
+    const at::Tensor inv_g = times(qg.inv_scale, alpha);
+
+    at::Tensor grad_a;
+    at::Tensor grad_b;
+    at::Tensor grad_add;
+    if (ctx->needs_input_grad(0)) {
+      const auto a_dtype = static_cast<c10::ScalarType>(d.at("a_dtype").toInt());
+      grad_a = scaled_gemm(qg.data, inv_g, b8.t(), inv_b, std::nullopt, a_dtype, false, options)
+                   .view(d.at("a_sizes").toIntVector());
+    }
+    if (ctx->needs_input_grad(1)) {
+      const auto b_dtype = static_cast<c10::ScalarType>(d.at("b_dtype").toInt());
+      grad_b = linear ? scaled_gemm(qg.data.t(), inv_g, a8, inv_a, std::nullopt, b_dtype, false, options)
+                      : scaled_gemm(a8.t(), inv_a, qg.data, inv_g, std::nullopt, b_dtype, false, options);
+    }
+    if (d.at("add").toBool() && ctx->needs_input_grad(2)) {
+      const auto add_dtype = static_cast<c10::ScalarType>(d.at("add_dtype").toInt());
+      at::Tensor gf = g2.to(c10::ScalarType::Float);
+      if (beta != 1.0) gf = gf * beta;
+      grad_add = at::sum_to(gf, d.at("add_sizes").toIntVector()).to(add_dtype);
+    }
+    return {grad_a, grad_b, grad_add, at::Tensor()};
+  }
+};
+
+at::Tensor run(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& add, const GemmSpec& spec,
+               const Support& support, const char* who) {
+  spec.recipe.validate();
+  TORCH_CHECK(support.ok, who, ": this call cannot run in fp8 (", support.reason,
+              "); check fp8_*_support() first and run it in the lower-precision dtype instead");
+  return Fp8Gemm::apply(a, b, add, spec);
+}
+
+double real_scalar(const c10::Scalar& s, const char* what) {
+  TORCH_CHECK(!s.isComplex() && !s.isBoolean(), "autocastgen::fp8::fp8_addmm: ", what, " must be a real number");
+  return s.toDouble();
+}
+
+}  // namespace
+
+Support fp8_linear_support(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                           c10::ScalarType out_dtype) {
+  std::vector<const at::Tensor*> operands{&input, &weight};
+  if (bias.has_value() && bias->defined()) operands.push_back(&*bias);
+  if (const Support s = check_common(operands, out_dtype); !s) return s;
+  if (weight.dim() != 2 || input.dim() < 1) return no("linear needs a 2-D weight and an input with at least 1 dimension");
+  if (input.size(-1) != weight.size(1)) return no("the input's last dimension is not the weight's second");
+  if (operands.size() == 3 && (bias->dim() != 1 || bias->size(0) != weight.size(0))) {
+    return no("the bias is not a vector of the weight's first dimension");
+  }
+  const std::int64_t k = weight.size(1);
+  const std::int64_t m = k == 0 ? 0 : input.numel() / k;
+  return check_shape(m, k, weight.size(0), will_need_grad(weight));
+}
+
+Support fp8_mm_support(const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype) {
+  if (const Support s = check_common({&self, &mat2}, out_dtype); !s) return s;
+  if (self.dim() != 2 || mat2.dim() != 2) return no("mm needs two 2-D matrices");
+  if (self.size(1) != mat2.size(0)) return no("the matrices' inner dimensions differ");
+  return check_shape(self.size(0), self.size(1), mat2.size(1), will_need_grad(mat2));
+}
+
+Support fp8_addmm_support(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                          c10::ScalarType out_dtype) {
+  if (const Support s = fp8_mm_support(mat1, mat2, out_dtype); !s) return s;
+  if (const Support s = check_common({&mat1, &self}, out_dtype); !s) return s;
+  if (!at::is_expandable_to(self.sizes(), {mat1.size(0), mat2.size(1)})) {
+    return no("self does not broadcast to the product's shape");
+  }
+  return yes();
+}
+
+at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                      const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
+  GemmSpec spec{true, 1.0, 1.0, recipe, out_dtype, options};
+  const std::optional<at::Tensor> add = bias.has_value() && bias->defined() ? bias : std::nullopt;
+  return run(input, weight, add, spec, fp8_linear_support(input, weight, bias, out_dtype), "autocastgen::fp8::fp8_linear");
+}
+
+at::Tensor fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
+                  const CallOptions& options) {
+  GemmSpec spec{false, 1.0, 1.0, recipe, out_dtype, options};
+  return run(self, mat2, std::nullopt, spec, fp8_mm_support(self, mat2, out_dtype), "autocastgen::fp8::fp8_mm");
+}
+
+at::Tensor fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                     const c10::Scalar& alpha, const Recipe& recipe, c10::ScalarType out_dtype,
+                     const CallOptions& options) {
+  GemmSpec spec{false, real_scalar(alpha, "alpha"), real_scalar(beta, "beta"), recipe, out_dtype, options};
+  return run(mat1, mat2, self, spec, fp8_addmm_support(self, mat1, mat2, out_dtype), "autocastgen::fp8::fp8_addmm");
+}
+
+}  // namespace autocastgen::fp8

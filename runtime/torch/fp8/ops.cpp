@@ -1,0 +1,131 @@
+// The Python face of the fp8 library: torch.ops.autocastgen.fp8_* (tests, benchmarks, inspection).
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autocastgen/fp8/fp8.h"
+#include "quantize.h"
+
+namespace autocastgen::fp8 {
+namespace {
+
+Recipe recipe_of(const std::string& scaling, const std::string& forward, const std::string& backward,
+                 int64_t amax_history_len, int64_t margin) {
+  Recipe r;
+  const auto s = parse_scaling(scaling);
+  TORCH_CHECK(s.has_value(), "autocastgen fp8: unknown scaling '", scaling, "' (current or delayed)");
+  const auto f = parse_fp8_dtype(forward);
+  TORCH_CHECK(f.has_value(), "autocastgen fp8: unknown fp8 dtype '", forward, "'");
+  const auto b = parse_fp8_dtype(backward);
+  TORCH_CHECK(b.has_value(), "autocastgen fp8: unknown fp8 dtype '", backward, "'");
+  r.scaling = *s;
+  r.forward_dtype = *f;
+  r.backward_dtype = *b;
+  r.amax_history_len = amax_history_len;
+  r.margin = margin;
+  return r;
+}
+
+CallOptions options_of(bool cache, bool fused, bool cuda_layout) {
+  CallOptions o;
+  o.cache_weights = cache;
+  o.fused_kernels = fused;
+  o.cuda_layout_everywhere = cuda_layout;
+  return o;
+}
+
+c10::DeviceType device_type(const std::string& device) { return c10::Device(device).type(); }
+
+
+}  // namespace
+}  // namespace autocastgen::fp8
+
+// The recipe and options as keyword arguments, shared by the three GEMM schemas.
+#define AUTOCASTGEN_FP8_RECIPE_ARGS                                                                 \
+  "str scaling=\"current\", str forward=\"float8_e4m3fn\", str backward=\"float8_e5m2\", " \
+  "int amax_history_len=16, int margin=0, bool cache=True, bool fused=True, bool cuda_layout=False"
+
+TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using namespace autocastgen::fp8;  // NOLINT
+  m.def("fp8_linear(Tensor input, Tensor weight, Tensor? bias, *, ScalarType out_dtype, " AUTOCASTGEN_FP8_RECIPE_ARGS
+        ") -> Tensor",
+        [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+           c10::ScalarType out_dtype, const std::string& scaling, const std::string& forward,
+           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout) {
+          return fp8_linear(input, weight, bias, recipe_of(scaling, forward, backward, history, margin), out_dtype,
+                            options_of(cache, fused, cuda_layout));
+        });
+  m.def("fp8_mm(Tensor self, Tensor mat2, *, ScalarType out_dtype, " AUTOCASTGEN_FP8_RECIPE_ARGS ") -> Tensor",
+        [](const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype, const std::string& scaling,
+           const std::string& forward, const std::string& backward, int64_t history, int64_t margin, bool cache,
+           bool fused, bool cuda_layout) {
+          return fp8_mm(self, mat2, recipe_of(scaling, forward, backward, history, margin), out_dtype,
+                        options_of(cache, fused, cuda_layout));
+        });
+  m.def("fp8_addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, ScalarType out_dtype, "
+        AUTOCASTGEN_FP8_RECIPE_ARGS ") -> Tensor",
+        [](const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+           const c10::Scalar& alpha, c10::ScalarType out_dtype, const std::string& scaling, const std::string& forward,
+           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout) {
+          return fp8_addmm(self, mat1, mat2, beta, alpha, recipe_of(scaling, forward, backward, history, margin),
+                           out_dtype, options_of(cache, fused, cuda_layout));
+        });
+  // "" when the call can run in fp8, else the reason it cannot.
+  m.def("fp8_linear_support(Tensor input, Tensor weight, Tensor? bias, ScalarType out_dtype) -> str",
+        [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+           c10::ScalarType out_dtype) { return std::string(fp8_linear_support(input, weight, bias, out_dtype).reason); });
+  m.def("fp8_mm_support(Tensor self, Tensor mat2, ScalarType out_dtype) -> str",
+        [](const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype) {
+          return std::string(fp8_mm_support(self, mat2, out_dtype).reason);
+        });
+  m.def("fp8_addmm_support(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype) -> str",
+        [](const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, c10::ScalarType out_dtype) {
+          return std::string(fp8_addmm_support(self, mat1, mat2, out_dtype).reason);
+        });
+  // [quantizations, hits, entries] of this thread's weight cache.
+  m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", [](const std::string& device) {
+    const CacheStats s = weight_cache_stats(device_type(device));
+    return std::vector<int64_t>{static_cast<int64_t>(s.quantizations), static_cast<int64_t>(s.hits),
+                                static_cast<int64_t>(s.entries)};
+  });
+  m.def("fp8_clear_weight_cache(str device=\"cpu\") -> ()",
+        [](const std::string& device) { clear_weight_cache(device_type(device)); });
+  m.def("fp8_reset_weight_cache_stats(str device=\"cpu\") -> ()",
+        [](const std::string& device) { reset_weight_cache_stats(device_type(device)); });
+  // (amax history most recent first, next scale, casts); an empty history and 0 casts when none.
+  m.def("fp8_delayed_scaling_state(Tensor weight) -> (float[], float, int)", [](const at::Tensor& weight) {
+    const auto snap = delayed_scaling_state(weight);
+    if (!snap) return std::make_tuple(std::vector<double>{}, 1.0, int64_t{0});
+    return std::make_tuple(std::vector<double>(snap->amax_history.begin(), snap->amax_history.end()),
+                           static_cast<double>(snap->scale), snap->casts);
+  });
+  m.def("fp8_reset_delayed_scaling_state() -> ()", [] { reset_delayed_scaling_state(); });
+  m.def("fp8_delayed_scaling_state_size() -> int",
+        [] { return static_cast<int64_t>(delayed_scaling_state_size()); });
+  // The quantisation primitives, for bit-exact tests against PyTorch's own ops.
+  m.def("fp8_amax(Tensor x, bool fused=True) -> Tensor", [](const at::Tensor& x, bool fused) {
+    return autocastgen::fp8::detail::primitives_for(x.device().type(), fused).amax(x.contiguous());
+  });
+  m.def("fp8_scale_cast(Tensor x, Tensor scale, ScalarType dtype, bool fused=True) -> (Tensor, Tensor)",
+        [](const at::Tensor& x, const at::Tensor& scale, c10::ScalarType dtype, bool fused) {
+          TORCH_CHECK(scale.dim() == 0 && scale.scalar_type() == at::kFloat && scale.device() == x.device(),
+                      "fp8_scale_cast: scale must be a 0-dim float32 tensor on x's device");
+          at::Tensor amax;
+          at::Tensor data = autocastgen::fp8::detail::primitives_for(x.device().type(), fused).cast(x.contiguous(), scale, dtype, &amax);
+          return std::make_tuple(data, amax);
+        });
+  m.def("fp8_scale_from_amax(Tensor amax, ScalarType dtype, int margin=0, bool fused=True) -> (Tensor, Tensor)",
+        [](const at::Tensor& amax, c10::ScalarType dtype, int64_t margin, bool fused) {
+          TORCH_CHECK(amax.dim() == 0 && amax.scalar_type() == at::kFloat, "fp8_scale_from_amax: amax must be a 0-dim float32 tensor");
+          at::Tensor scale = at::empty({}, amax.options());
+          at::Tensor inv = at::empty({}, amax.options());
+          autocastgen::fp8::detail::primitives_for(amax.device().type(), fused)
+              .scale_from_amax(amax, autocastgen::kernels::fp8::fp8_max(autocastgen::fp8::detail::format_of(dtype)),
+                               static_cast<std::int32_t>(margin), scale, inv);
+          return std::make_tuple(scale, inv);
+        });
+}

@@ -1,0 +1,71 @@
+// fp8 quantisation of tensors (internal): current and delayed scaling over per-device primitives.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
+
+#include "autocastgen/kernels/fp8_element.h"
+
+namespace autocastgen::fp8::detail {
+
+// A tensor in fp8: data has the source's shape (contiguous); the GEMM multiplies by inv_scale,
+// a 0-dim float32 tensor on the data's device (1/scale, or NaN for a non-finite source).
+struct Quantized {
+  at::Tensor data;
+  at::Tensor inv_scale;
+};
+
+// Delayed scaling's per-tensor state (Note [delayed scaling] in fp8_scale.h), on the tensor's
+// device; `next` and `casts` are host integers so that no step reads device memory.
+struct DelayedState {
+  at::Tensor amax_ring;  // float32 [length]
+  at::Tensor scale;      // float32 0-dim: the scale of the next cast
+  std::int32_t length = 0;
+  std::int32_t margin = 0;
+  std::int32_t next = 0;
+  std::int64_t casts = 0;
+};
+
+// The device primitives. Every scalar (amax, scale) stays in a 0-dim float32 tensor on the
+// tensor's device, so on CUDA nothing waits for the GPU. Sources are contiguous float32,
+// bfloat16 or float16 tensors.
+class Primitives {
+ public:
+  virtual ~Primitives() = default;
+  // max |x|, NaN-propagating (Note [amax]).
+  [[nodiscard]] virtual at::Tensor amax(const at::Tensor& x) const = 0;
+  // scale = scale_from_amax(amax, fp8_max, margin, fallback 1) and inv = 1 / scale, written into
+  // the two 0-dim tensors.
+  virtual void scale_from_amax(const at::Tensor& amax, float fp8_max, std::int32_t margin, at::Tensor& scale,
+                               at::Tensor& inv_scale) const = 0;
+  // The saturating cast of x * scale; with amax_out, the amax of x from the same pass.
+  [[nodiscard]] virtual at::Tensor cast(const at::Tensor& x, const at::Tensor& scale, c10::ScalarType fp8,
+                                        at::Tensor* amax_out) const = 0;
+  // After a cast with state.scale that measured `amax`: pass_inv_scale = the cast's
+  // dequantisation factor, amax recorded at state.next, state.scale = the next cast's scale.
+  // The caller advances next and casts.
+  virtual void delayed_update(DelayedState& state, const at::Tensor& amax, float fp8_max,
+                              at::Tensor& pass_inv_scale) const = 0;
+};
+
+// The fused kernels for a device type (CPU always; CUDA when this library was built with the
+// CUDA kernels), or the unfused ATen ops (`fused` false, or a device without fused kernels).
+[[nodiscard]] const Primitives& primitives_for(c10::DeviceType device, bool fused);
+[[nodiscard]] bool has_fused_primitives(c10::DeviceType device);
+// Called once at load time by the CUDA glue.
+void register_fused_primitives(c10::DeviceType device, const Primitives* primitives);
+
+[[nodiscard]] kernels::fp8::Fp8Format format_of(c10::ScalarType fp8);
+
+// Current scaling: an amax pass, the scale, a cast pass.
+[[nodiscard]] Quantized quantize_current(const Primitives& p, const at::Tensor& x, c10::ScalarType fp8,
+                                         std::int32_t margin);
+// Delayed scaling: one pass that casts with the state's scale and records the amax; the very
+// first cast of a tensor has no history and is current-scaled (its amax starts the history).
+[[nodiscard]] Quantized quantize_delayed(const Primitives& p, const at::Tensor& x, c10::ScalarType fp8,
+                                         DelayedState& state);
+
+}  // namespace autocastgen::fp8::detail

@@ -1,0 +1,76 @@
+// The fused CUDA fp8 kernels as the CUDA quantisation primitives, registered when the library loads.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "autocastgen/kernels/fp8_cuda.h"
+#include "quantize.h"
+
+namespace autocastgen::fp8::detail {
+namespace {
+
+namespace k8 = kernels::fp8;
+
+kernels::DType kernel_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return kernels::DType::Float32;
+    case c10::ScalarType::BFloat16: return kernels::DType::BFloat16;
+    case c10::ScalarType::Half: return kernels::DType::Float16;
+    default: TORCH_CHECK(false, "autocastgen fp8: cannot quantise a ", t, " tensor (float32, bfloat16 or float16 only)");
+  }
+}
+
+k8::Fp8Source source_of(const at::Tensor& x) {
+  TORCH_INTERNAL_ASSERT(x.is_contiguous(), "autocastgen fp8: the quantiser takes contiguous tensors");
+  return {x.const_data_ptr(), x.numel(), kernel_dtype(x.scalar_type())};
+}
+
+void* stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+// Everything on PyTorch's current stream of the tensor's device; scalars stay on the device, so
+// no call waits for the GPU.
+class CudaPrimitives final : public Primitives {
+ public:
+  at::Tensor amax(const at::Tensor& x) const override {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor out = at::empty({}, x.options().dtype(at::kFloat));
+    k8::cuda::amax(source_of(x), out.mutable_data_ptr<float>(), stream());
+    return out;
+  }
+  void scale_from_amax(const at::Tensor& amax, float fp8_max, std::int32_t margin, at::Tensor& scale,
+                       at::Tensor& inv_scale) const override {
+    const c10::cuda::CUDAGuard guard(amax.device());
+    k8::cuda::scale_from_amax(amax.const_data_ptr<float>(), fp8_max, margin, scale.mutable_data_ptr<float>(),
+                              inv_scale.mutable_data_ptr<float>(), stream());
+  }
+  at::Tensor cast(const at::Tensor& x, const at::Tensor& scale, c10::ScalarType fp8,
+                  at::Tensor* amax_out) const override {
+    const c10::cuda::CUDAGuard guard(x.device());
+    at::Tensor out = at::empty(x.sizes(), x.options().dtype(fp8));
+    float* amax_ptr = nullptr;
+    if (amax_out != nullptr) {
+      *amax_out = at::empty({}, x.options().dtype(at::kFloat));
+      amax_ptr = amax_out->mutable_data_ptr<float>();
+    }
+    k8::cuda::scale_cast(source_of(x), scale.const_data_ptr<float>(), format_of(fp8),
+                         static_cast<std::uint8_t*>(out.mutable_data_ptr()), amax_ptr, stream());
+    return out;
+  }
+  void delayed_update(DelayedState& state, const at::Tensor& amax, float fp8_max,
+                      at::Tensor& pass_inv_scale) const override {
+    const c10::cuda::CUDAGuard guard(amax.device());
+    const auto count = static_cast<std::int32_t>(std::min<std::int64_t>(state.casts, state.length));
+    k8::cuda::delayed_update(state.amax_ring.mutable_data_ptr<float>(), state.length, state.next, count,
+                             amax.const_data_ptr<float>(), state.scale.mutable_data_ptr<float>(),
+                             pass_inv_scale.mutable_data_ptr<float>(), fp8_max, state.margin, stream());
+  }
+};
+
+const bool registered = [] {
+  static const CudaPrimitives cuda;
+  register_fused_primitives(c10::DeviceType::CUDA, &cuda);
+  return true;
+}();
+
+}  // namespace
+}  // namespace autocastgen::fp8::detail

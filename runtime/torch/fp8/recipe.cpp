@@ -1,0 +1,67 @@
+// The fp8 recipe: validation, canonical text, and the names the policy language uses.
+#include "autocastgen/fp8/recipe.h"
+
+#include <sstream>
+
+#include <c10/util/Exception.h>
+
+namespace autocastgen::fp8 {
+
+namespace {
+
+const char* fp8_dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float8_e4m3fn: return "float8_e4m3fn";
+    case c10::ScalarType::Float8_e5m2: return "float8_e5m2";
+    default: return c10::toString(t);
+  }
+}
+
+}  // namespace
+
+void Recipe::validate() const {
+  TORCH_CHECK(forward_dtype == c10::ScalarType::Float8_e4m3fn,
+              "autocastgen fp8 recipe: forward must be float8_e4m3fn, got ", fp8_dtype_name(forward_dtype),
+              " (PyTorch's CUDA _scaled_mm has no float8_e5m2 x float8_e5m2 GEMM)");
+  TORCH_CHECK(backward_dtype == c10::ScalarType::Float8_e5m2 || backward_dtype == c10::ScalarType::Float8_e4m3fn,
+              "autocastgen fp8 recipe: backward must be float8_e5m2 or float8_e4m3fn, got ",
+              fp8_dtype_name(backward_dtype));
+  TORCH_CHECK(granularity == Granularity::Tensorwise, "autocastgen fp8 recipe: granularity must be tensorwise");
+  TORCH_CHECK(scaling == Scaling::Current || scaling == Scaling::Delayed,
+              "autocastgen fp8 recipe: scaling must be current or delayed");
+  TORCH_CHECK(amax_history_len >= 1 && amax_history_len <= 65536,
+              "autocastgen fp8 recipe: amax_history_len must be in [1, 65536], got ", amax_history_len);
+  TORCH_CHECK(margin >= 0 && margin <= 64, "autocastgen fp8 recipe: margin must be in [0, 64], got ", margin);
+}
+
+std::string Recipe::str() const {
+  std::ostringstream out;
+  out << "{scaling: " << scaling_name(scaling) << ", granularity: " << granularity_name(granularity)
+      << ", forward: " << fp8_dtype_name(forward_dtype) << ", backward: " << fp8_dtype_name(backward_dtype);
+  if (scaling == Scaling::Delayed) out << ", amax_history_len: " << amax_history_len;
+  out << ", margin: " << margin << "}";
+  return out.str();
+}
+
+const char* scaling_name(Scaling s) { return s == Scaling::Current ? "current" : "delayed"; }
+
+const char* granularity_name(Granularity) { return "tensorwise"; }
+
+std::optional<Scaling> parse_scaling(std::string_view name) {
+  if (name == "current") return Scaling::Current;
+  if (name == "delayed") return Scaling::Delayed;
+  return std::nullopt;
+}
+
+std::optional<Granularity> parse_granularity(std::string_view name) {
+  if (name == "tensorwise") return Granularity::Tensorwise;
+  return std::nullopt;
+}
+
+std::optional<c10::ScalarType> parse_fp8_dtype(std::string_view name) {
+  if (name == "float8_e4m3fn") return c10::ScalarType::Float8_e4m3fn;
+  if (name == "float8_e5m2") return c10::ScalarType::Float8_e5m2;
+  return std::nullopt;
+}
+
+}  // namespace autocastgen::fp8

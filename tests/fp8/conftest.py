@@ -1,0 +1,52 @@
+"""Shared pieces of the fp8 pytest files: the runtime library, an independent fp8 reference."""
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _library_path():
+    # ctest passes the built library; by hand, the newest build*/lib copy is used.
+    path = os.environ.get("AUTOCASTGEN_RUNTIME_TORCH_LIB")
+    if path:
+        return path
+    found = glob.glob(os.path.join(REPO, "build*", "lib", "libautocastgen_runtime_torch.so"))
+    return max(found, key=os.path.getmtime) if found else None
+
+
+@pytest.fixture(scope="session")
+def ops():
+    path = _library_path()
+    if path is None:
+        pytest.skip("libautocastgen_runtime_torch.so is not built (set AUTOCASTGEN_RUNTIME_TORCH_LIB)")
+    torch.ops.load_library(path)
+    return torch.ops.autocastgen
+
+
+FP8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+
+
+def ref_scale(amax: torch.Tensor, dtype: torch.dtype, margin: int = 0) -> torch.Tensor:
+    """The documented scale rule, written from its description (Note [fp8 scale])."""
+    a = float(amax)
+    if a != a or a == float("inf"):
+        return torch.tensor(float("nan"))
+    if a == 0.0:
+        return torch.tensor(1.0)
+    s = torch.finfo(dtype).max / a / 2.0**margin  # Python floats are doubles
+    return torch.tensor(min(s, 2.0**126), dtype=torch.float32)
+
+
+def ref_quantize(x: torch.Tensor, dtype: torch.dtype, margin: int = 0, scale: torch.Tensor | None = None):
+    """Current scaling with PyTorch's own ops: (fp8 data, the GEMM's 1/scale)."""
+    if scale is None:
+        scale = ref_scale(x.detach().abs().max(), dtype, margin)
+    m = torch.finfo(dtype).max
+    q = (x.detach().float() * scale).clamp(-m, m).to(dtype)
+    return q, scale.reciprocal()

@@ -6,9 +6,11 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/version.h>
 
 #include "autocastgen/fp8/fp8.h"
 
@@ -42,6 +44,23 @@ std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& x, c10::ScalarType 
   return {(x.detach().to(at::kFloat) * scale).clamp(-max, max).to(fp8), scale.reciprocal()};
 }
 
+// The reference GEMM: PyTorch's own _scaled_mm (2.4's takes the scales as keywords after the bias
+// and also returns an amax).
+at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& sa, const at::Tensor& sb,
+                     c10::ScalarType out_dtype, bool fast_accum = false) {
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 5
+  return std::get<0>(at::_scaled_mm(a, b, std::nullopt, out_dtype, sa, sb, std::nullopt, fast_accum));
+#else
+  return at::_scaled_mm(a, b, sa, sb, std::nullopt, std::nullopt, out_dtype, fast_accum);
+#endif
+}
+
+// PyTorch has a CPU _scaled_mm from 2.8 or so (2.11 has one; 2.4 and 2.7 do not).
+bool cpu_scaled_mm() {
+  const auto op = c10::Dispatcher::singleton().findOp({"aten::_scaled_mm", ""});
+  return op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+}
+
 class Fp8Runtime : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,6 +69,22 @@ class Fp8Runtime : public ::testing::Test {
     reset_delayed_scaling_state();
   }
 };
+
+// The tests that run fp8 GEMMs on the CPU: skipped where this PyTorch has no CPU _scaled_mm.
+class Fp8Gemm : public Fp8Runtime {
+ protected:
+  void SetUp() override {
+    if (!cpu_scaled_mm()) GTEST_SKIP() << "this PyTorch " << TORCH_VERSION << " has no CPU _scaled_mm kernel";
+    Fp8Runtime::SetUp();
+  }
+};
+
+TEST_F(Fp8Runtime, NoCpuScaledMmMeansNoFp8) {
+  if (cpu_scaled_mm()) GTEST_SKIP() << "this PyTorch has a CPU _scaled_mm kernel";
+  const Support support = fp8_linear_support(input(32, 64, 1), weight(48, 64, 0), std::nullopt, at::kBFloat16);
+  EXPECT_FALSE(support);
+  EXPECT_EQ(std::string(support.reason), "this device's PyTorch has no _scaled_mm kernel");
+}
 
 TEST_F(Fp8Runtime, RecipeValidationAndText) {
   Recipe r;
@@ -84,7 +119,7 @@ TEST_F(Fp8Runtime, RecipeValidationAndText) {
   EXPECT_EQ(parse_fp8_dtype("float8_e4m3fnuz"), std::nullopt);
 }
 
-TEST_F(Fp8Runtime, SupportRule) {
+TEST_F(Fp8Gemm, SupportRule) {
   const at::Tensor w = weight(48, 64, 0);
   EXPECT_TRUE(fp8_linear_supported(input(32, 64, 1), w, std::nullopt, at::kBFloat16));
   const Support odd_m = fp8_linear_support(input(30, 64, 1), w, std::nullopt, at::kBFloat16);
@@ -106,7 +141,7 @@ TEST_F(Fp8Runtime, SupportRule) {
             std::string::npos);
 }
 
-TEST_F(Fp8Runtime, LinearAndGradientsMatchTheReference) {
+TEST_F(Fp8Gemm, LinearAndGradientsMatchTheReference) {
   const at::Tensor w = weight(32, 64, 0);
   const at::Tensor x = input(16, 64, 1).requires_grad_(true);
   const at::Tensor y = fp8_linear(x, w, std::nullopt, Recipe{}, at::kBFloat16);
@@ -116,12 +151,12 @@ TEST_F(Fp8Runtime, LinearAndGradientsMatchTheReference) {
   const auto [qx, ix] = quantize(x, at::kFloat8_e4m3fn);
   const auto [qw, iw] = quantize(w, at::kFloat8_e4m3fn);
   const auto [qg, ig] = quantize(gy, at::kFloat8_e5m2);
-  EXPECT_TRUE(at::equal(y, at::_scaled_mm(qx, qw.t(), ix, iw, std::nullopt, std::nullopt, at::kBFloat16, true)));
-  EXPECT_TRUE(at::equal(x.grad(), at::_scaled_mm(qg, qw, ig, iw, std::nullopt, std::nullopt, at::kFloat)));
-  EXPECT_TRUE(at::equal(w.grad(), at::_scaled_mm(qg.t(), qx, ig, ix, std::nullopt, std::nullopt, at::kFloat)));
+  EXPECT_TRUE(at::equal(y, scaled_mm(qx, qw.t(), ix, iw, at::kBFloat16, true)));
+  EXPECT_TRUE(at::equal(x.grad(), scaled_mm(qg, qw, ig, iw, at::kFloat)));
+  EXPECT_TRUE(at::equal(w.grad(), scaled_mm(qg.t(), qx, ig, ix, at::kFloat)));
 }
 
-TEST_F(Fp8Runtime, CacheIsPerThreadAndClearedOnRequest) {
+TEST_F(Fp8Gemm, CacheIsPerThreadAndClearedOnRequest) {
   const at::Tensor w = weight(32, 64, 0);
   const at::Tensor x = input(16, 64, 1);
   for (int i = 0; i < 10; ++i) (void)fp8_linear(x, w, std::nullopt, Recipe{}, at::kBFloat16);
@@ -155,7 +190,7 @@ TEST_F(Fp8Runtime, CacheIsPerThreadAndClearedOnRequest) {
   EXPECT_EQ(weight_cache_stats(c10::DeviceType::CPU).quantizations, 0u);
 }
 
-TEST_F(Fp8Runtime, DelayedStateIsPerWeightAndInspectable) {
+TEST_F(Fp8Gemm, DelayedStateIsPerWeightAndInspectable) {
   const at::Tensor w = weight(32, 64, 0);
   const at::Tensor x = input(16, 64, 1);
   Recipe r;

@@ -8,6 +8,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/version.h>
 
 #include "autocastgen/fp8/fp8.h"
 #include "operand.h"
@@ -86,7 +87,12 @@ at::Tensor scaled_gemm(at::Tensor a, const at::Tensor& sa, at::Tensor b, const a
     if (!a.is_contiguous()) a = a.contiguous();
     if (!is_column_major(b)) b = b.t().contiguous().t();
   }
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 5
+  // 2.4's _scaled_mm takes the scales as optional keywords after the bias and also returns an amax.
+  return std::get<0>(at::_scaled_mm(a, b, bias, out_dtype, sa, sb, std::nullopt, fast_accum));
+#else
   return at::_scaled_mm(a, b, sa, sb, bias, std::nullopt, out_dtype, fast_accum);
+#endif
 }
 
 at::Tensor times(const at::Tensor& inv_scale, double alpha) { return alpha == 1.0 ? inv_scale : inv_scale * alpha; }

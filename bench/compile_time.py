@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Compile time of the generated cpu wrappers against the same registrations written with
-PyTorch's KERNEL_CPU helpers, measured in one run with identical flags. Prints a ratio table."""
+PyTorch's KERNEL_CPU helpers, measured in one run with identical flags; also the wrappers
+registered through function pointers (bench/templates/function_pointer: `m.impl(name, &f)`)
+instead of TORCH_FN(f). Prints a ratio table."""
 import argparse, os, statistics, subprocess, sys, tempfile, time
 
 
@@ -20,12 +22,15 @@ def main():
     flags = ["-std=c++20", "-O2", "-fPIC", "-c", "-Iruntime/include", "-isystem", f"{tdir}/include",
              "-isystem", f"{tdir}/include/torch/csrc/api/include", "-o", os.devnull]
     with tempfile.TemporaryDirectory() as tmp:
-        ours_dir, macros_dir = os.path.join(tmp, "ours"), os.path.join(tmp, "macros")
+        ours_dir, macros_dir, fnptr_dir = (os.path.join(tmp, d) for d in ("ours", "macros", "fnptr"))
         base = [args.autocastgen, "generate", "--policy", args.policy, "--name", "cpu"]
         subprocess.run(base + ["--out", ours_dir], check=True, capture_output=True)
         subprocess.run(base + ["--out", macros_dir, "--templates", "bench/templates/kernel_macros"], check=True,
                        capture_output=True)
+        subprocess.run(base + ["--out", fnptr_dir, "--templates", "bench/templates/function_pointer"], check=True,
+                       capture_output=True)
         files = {"generated wrappers (autocastgen)": os.path.join(ours_dir, "autocast_cpu.cpp"),
+                 "generated, registered by function pointer": os.path.join(fnptr_dir, "autocast_cpu.cpp"),
                  "KERNEL_CPU helpers (baseline)": os.path.join(macros_dir, "autocast_cpu.cpp")}
         times = {name: [] for name in files}
         for _ in range(args.repeat):  # alternate, so drift hits both alike
@@ -39,7 +44,9 @@ def main():
     print("|---|---|")
     for name, samples in times.items():
         print(f"| {name} | {statistics.median(samples):.2f} |")
+    fnptr = statistics.median(times["generated, registered by function pointer"])
     print(f"| ratio generated / baseline (goal <= 0.5) | {ours / base:.2f} |")
+    print(f"| ratio function-pointer registration / baseline | {fnptr / base:.2f} |")
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
                      report.eligible, percent(report.covered, report.eligible), report.eligible - report.covered,
                      report.uncovered_ops);
   out += "## Counts\n\n| policy | overloads |\n|---|---:|\n";
-  for (PolicyKind kind : policy::kAllPolicies) out += fmt::format("| {} | {} |\n", policy::spelling(kind), p.count(kind));
+  for (PolicyKind kind : p.reported_kinds()) out += fmt::format("| {} | {} |\n", policy::spelling(kind), p.count(kind));
   out += fmt::format("| **total** | **{}** |\n\n", p.entries.size());
 
   out += "## Listed overloads\n\n| op | policy | detail | listed at |\n|---|---|---|---|\n";

@@ -85,6 +85,9 @@ PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
   if (!pa.lower_precision.empty() && !pb.lower_precision.empty() && pa.lower_precision != pb.lower_precision)
     diff.header.push_back({"lower_precision", fmt::format("{}", fmt::join(pa.lower_precision, "/")),
                            fmt::format("{}", fmt::join(pb.lower_precision, "/"))});
+  // C++ registrations say no recipe either; a policy or manifest without one says "none".
+  if (pa.source != policy::PolicySource::cpp && pb.source != policy::PolicySource::cpp && pa.fp8 != pb.fp8)
+    diff.header.push_back({"fp8", pa.fp8 ? pa.fp8->str() : "none", pb.fp8 ? pb.fp8->str() : "none"});
   return diff;
 }
 

@@ -62,6 +62,7 @@ class ManifestReader {
     if (const YamlNode* dtypes = root.find("lower_precision"))
       if (std::optional<std::vector<policy::Located>> list = fields_.lower_precision(*dtypes))
         for (const policy::Located& d : *list) policy.lower_precision.push_back(d.text);
+    if (const YamlNode* recipe = root.find("fp8")) policy.fp8 = fields_.fp8(*recipe);
     if (const YamlNode* ops = required(root, "ops")) {
       if (!ops->is_sequence()) {
         diags_.error(ops->location(), fmt::format("'ops' must be an array of objects, found {}", json_kind(*ops)));

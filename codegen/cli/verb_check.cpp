@@ -29,6 +29,7 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
   out["device"] = resolved.device;
   out["dispatch_key"] = resolved.dispatch_key;
   out["lower_precision"] = resolved.lower_precision;
+  if (resolved.fp8) out["fp8"] = emit::fp8_recipe_json(*resolved.fp8);
   out["files"] = nlohmann::ordered_json::array();
   for (uint32_t file : resolved.files) out["files"].push_back(sources.name(file));
   out["counts"] = emit::counts_json(resolved);
@@ -55,7 +56,7 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
 
 std::string summary(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
   std::vector<std::string> counts;
-  for (policy::PolicyKind kind : policy::kAllPolicies) counts.push_back(fmt::format("{} {}", resolved.count(kind), policy::spelling(kind)));
+  for (policy::PolicyKind kind : resolved.reported_kinds()) counts.push_back(fmt::format("{} {}", resolved.count(kind), policy::spelling(kind)));
   const std::string release = resolved.torch_version ? " for PyTorch " + resolved.torch_version->str() : "";
   const std::string skipped = resolved.skipped.empty() ? "" : fmt::format(" ({} entries skipped by release gates)", resolved.skipped.size());
   return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}\n", sources.name(resolved.files.front()),

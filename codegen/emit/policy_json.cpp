@@ -13,9 +13,20 @@ nlohmann::ordered_json entry_json(const policy::ResolvedEntry& entry) {
   return out;
 }
 
+nlohmann::ordered_json fp8_recipe_json(const policy::Fp8Recipe& recipe) {
+  nlohmann::ordered_json out;
+  out["scaling"] = recipe.scaling;
+  out["granularity"] = recipe.granularity;
+  out["forward"] = recipe.forward;
+  out["backward"] = recipe.backward;
+  if (recipe.scaling == "delayed") out["amax_history_len"] = recipe.amax_history_len;
+  out["margin"] = recipe.margin;
+  return out;
+}
+
 nlohmann::ordered_json counts_json(const policy::ResolvedPolicy& policy) {
   nlohmann::ordered_json counts;
-  for (const policy::PolicyKind kind : policy::kAllPolicies) counts[std::string(policy::spelling(kind))] = policy.count(kind);
+  for (const policy::PolicyKind kind : policy.reported_kinds()) counts[std::string(policy::spelling(kind))] = policy.count(kind);
   return counts;
 }
 

@@ -13,6 +13,8 @@ namespace autocastgen::emit {
 [[nodiscard]] nlohmann::ordered_json entry_json(const policy::ResolvedEntry& entry);
 
 // The number of entries of each policy, in the language's order.
+// `autocast: fp8:` as an object (Note [fp8 recipe]); the manifest's `fp8` member.
+[[nodiscard]] nlohmann::ordered_json fp8_recipe_json(const policy::Fp8Recipe& recipe);
 [[nodiscard]] nlohmann::ordered_json counts_json(const policy::ResolvedPolicy& policy);
 
 }  // namespace autocastgen::emit

@@ -1,6 +1,7 @@
 // Builds the template data for the torch target: one wrapper per resolved overload.
 #include "emit/torch_target.h"
 
+#include <cctype>
 #include <set>
 
 #include <fmt/format.h>
@@ -107,6 +108,7 @@ std::string policy_call_arguments(const policy::ResolvedEntry& entry, const Sign
   const model::FunctionSchema& schema = *entry.schema;
   std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, \"{}\"}}", schema.name().qualified())};
   if (entry.policy == PolicyKind::banned) items.push_back(cpp_string_literal(entry.message));
+  if (entry.policy == PolicyKind::fp8) items.push_back("kFp8Recipe");
   items.push_back(callee(schema));
   if (entry.redispatch)
     items.push_back(entry.redispatch->name().is_aten() ? callee(*entry.redispatch)
@@ -127,6 +129,25 @@ mustache::data dispatcher_handle(const model::FunctionSchema& schema, const Sign
   d.set("function_type", sig.function_type());
   d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
   d.set("overload", schema.name().overload);
+  return d;
+}
+
+// The runtime's autocastgen::fp8::Recipe for a checked recipe: enumerators and dtypes by name.
+mustache::data fp8_recipe_data(const policy::Fp8Recipe& recipe) {
+  const auto capitalized = [](std::string name) {
+    name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+    return name;
+  };
+  const auto scalar_type = [](const std::string& dtype) {
+    return dtype == "float8_e4m3fn" ? std::string("Float8_e4m3fn") : std::string("Float8_e5m2");
+  };
+  mustache::data d;
+  d.set("scaling", capitalized(recipe.scaling));
+  d.set("granularity", capitalized(recipe.granularity));
+  d.set("forward", scalar_type(recipe.forward));
+  d.set("backward", scalar_type(recipe.backward));
+  d.set("amax_history_len", std::to_string(recipe.amax_history_len));
+  d.set("margin", std::to_string(recipe.margin));
   return d;
 }
 
@@ -260,6 +281,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   data.set("state_type", std::string(state_type(options.state)));
   // Note [claiming the key]: a library with autocastgen's own state owns its key.
   data.set("claims_key", options.state == WrapperState::autocastgen);
+  data.set("fp8_recipe", policy.fp8 && policy.count(PolicyKind::fp8) ? fp8_recipe_data(*policy.fp8) : mustache::data(false));
 
   std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
   if (!cpp) return std::nullopt;
@@ -278,6 +300,7 @@ nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, cons
   m["device"] = policy.device;
   m["dispatch_key"] = policy.dispatch_key;
   m["lower_precision"] = policy.lower_precision;
+  if (policy.fp8) m["fp8"] = fp8_recipe_json(*policy.fp8);
   m["inputs"] = nlohmann::ordered_json::array();
   for (const InputDigest& input : options.inputs) m["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}});
   m["ops"] = nlohmann::ordered_json::array();

@@ -36,6 +36,7 @@ std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<
   out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", policy.device, policy.dispatch_key);
   if (!policy.lower_precision.empty())
     out += fmt::format("  lower_precision: [{}]\n", fmt::join(policy.lower_precision, ", "));
+  if (policy.fp8) out += fmt::format("  fp8: {}\n", policy.fp8->str());
   out += "lists:\n";
   bool any = false;
   for (PolicyKind kind : policy::kAllPolicies) {

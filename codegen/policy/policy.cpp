@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace autocastgen::policy {
 
 std::string_view spelling(PolicyKind policy) {
@@ -13,6 +15,7 @@ std::string_view spelling(PolicyKind policy) {
     case PolicyKind::fp32_append_dtype: return "fp32_append_dtype";
     case PolicyKind::promote: return "promote";
     case PolicyKind::banned: return "banned";
+    case PolicyKind::fp8: return "fp8";
   }
   return "fp32";
 }
@@ -42,6 +45,19 @@ std::string_view spelling(PolicySource source) {
 size_t ResolvedPolicy::count(PolicyKind policy) const {
   return static_cast<size_t>(
       std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));
+}
+
+std::vector<PolicyKind> ResolvedPolicy::reported_kinds() const {
+  std::vector<PolicyKind> kinds;
+  for (PolicyKind kind : kAllPolicies)
+    if (kind != PolicyKind::fp8 || fp8 || count(PolicyKind::fp8) != 0) kinds.push_back(kind);
+  return kinds;
+}
+
+std::string Fp8Recipe::str() const {
+  std::string out = fmt::format("{{scaling: {}, granularity: {}, forward: {}, backward: {}", scaling, granularity, forward, backward);
+  if (scaling == "delayed") out += fmt::format(", amax_history_len: {}", amax_history_len);
+  return out + fmt::format(", margin: {}}}", margin);
 }
 
 const ResolvedEntry* ResolvedPolicy::find(std::string_view op) const {

@@ -18,14 +18,21 @@ namespace autocastgen::policy {
 // lower-precision dtype; fp32 casts them to float32; fp32_set_opt_dtype fills an unset
 // `ScalarType? dtype` with float32 when the first argument is eligible; fp32_append_dtype
 // redispatches to the sibling overload taking a trailing `ScalarType dtype`; promote casts to the
-// widest floating type among the arguments; banned raises with a message.
-enum class PolicyKind : uint8_t { lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned };
-inline constexpr std::array<PolicyKind, 6> kAllPolicies = {
-    PolicyKind::lower_precision_fp, PolicyKind::fp32,    PolicyKind::fp32_set_opt_dtype,
-    PolicyKind::fp32_append_dtype,  PolicyKind::promote, PolicyKind::banned};
+// widest floating type among the arguments; banned raises with a message; fp8 runs a matrix
+// multiply (linear, mm, addmm) in float8 with the policy's recipe, or as lower_precision_fp when
+// the call's shapes or device cannot take it (docs/fp8.md).
+enum class PolicyKind : uint8_t { lower_precision_fp, fp32, fp32_set_opt_dtype, fp32_append_dtype, promote, banned, fp8 };
+inline constexpr std::array<PolicyKind, 7> kAllPolicies = {
+    PolicyKind::lower_precision_fp, PolicyKind::fp32,    PolicyKind::fp32_set_opt_dtype, PolicyKind::fp32_append_dtype,
+    PolicyKind::promote,            PolicyKind::banned, PolicyKind::fp8};
 
 [[nodiscard]] std::string_view spelling(PolicyKind policy);
 [[nodiscard]] std::optional<PolicyKind> parse_policy_kind(std::string_view text);
+
+// The ops the fp8 policy implements (their default overloads): what an fp8 list may name.
+inline constexpr std::array<std::string_view, 3> kFp8Ops = {"linear", "mm", "addmm"};
+// The devices whose PyTorch has _scaled_mm, the GEMM fp8 runs on.
+inline constexpr std::array<std::string_view, 2> kFp8Devices = {"cpu", "cuda"};
 
 // A located scalar as written in a policy file.
 struct Located {
@@ -53,6 +60,27 @@ struct ReleaseGate {
   [[nodiscard]] std::string str() const;
 };
 
+// Note [fp8 recipe]: `autocast: fp8: {...}`, how the fp8 list scales and which formats it uses;
+// the runtime's autocastgen::fp8::Recipe spelled as the policy language writes it. Values are
+// checked when the file is read; a derived file's recipe replaces its base's.
+struct Fp8Recipe {
+  std::string scaling = "current";        // current | delayed
+  std::string granularity = "tensorwise";  // tensorwise
+  std::string forward = "float8_e4m3fn";   // float8_e4m3fn
+  std::string backward = "float8_e5m2";    // float8_e5m2 | float8_e4m3fn
+  int64_t amax_history_len = 16;           // delayed scaling: amaxes kept per weight
+  int64_t margin = 0;                      // scale = fp8_max / amax / 2^margin
+  SourceLocation location;                 // the `fp8:` key
+
+  // `{scaling: current, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2,
+  // margin: 0}` (amax_history_len after backward for delayed scaling): the runtime's Recipe::str().
+  [[nodiscard]] std::string str() const;
+  bool operator==(const Fp8Recipe& other) const {
+    return scaling == other.scaling && granularity == other.granularity && forward == other.forward &&
+           backward == other.backward && amax_history_len == other.amax_history_len && margin == other.margin;
+  }
+};
+
 // One list entry as written: `op`, or a mapping with `op:` and `redispatch:` / `message:` /
 // `since:` / `until:`.
 struct PolicyEntry {
@@ -75,6 +103,7 @@ struct PolicyFile {
   std::optional<Located> device;
   std::optional<Located> dispatch_key;
   std::optional<std::vector<Located>> lower_precision;
+  std::optional<Fp8Recipe> fp8;
   std::optional<Located> extends;
   std::vector<RemoveEntry> remove;
   std::vector<PolicyEntry> entries;  // in file order
@@ -116,11 +145,14 @@ struct ResolvedPolicy {
   std::string device;
   std::string dispatch_key;
   std::vector<std::string> lower_precision;  // the first is the default; empty when C++ does not say
+  std::optional<Fp8Recipe> fp8;              // `autocast: fp8:`, when the policy (or a base) gives one
   std::vector<uint32_t> files;               // the requested file first, then what it extends
   std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
   std::vector<SkippedEntry> skipped;         // gated out for torch_version, in resolution order
 
   [[nodiscard]] size_t count(PolicyKind policy) const;
+  // The policies reports count: the six, and fp8 when the policy has an fp8 list or recipe.
+  [[nodiscard]] std::vector<PolicyKind> reported_kinds() const;
   [[nodiscard]] const ResolvedEntry* find(std::string_view op) const;  // by ResolvedEntry::op
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <map>
 #include <span>
 
@@ -16,7 +17,8 @@ namespace autocastgen::policy {
 namespace {
 
 constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists"};
-constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision"};
+constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision", "fp8"};
+constexpr std::string_view kFp8Keys[] = {"scaling", "granularity", "forward", "backward", "amax_history_len", "margin"};
 constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until"};
 constexpr std::string_view kRemoveKeys[] = {"op", "since", "until"};
 constexpr std::string_view kDtypes[] = {"float16", "bfloat16"};
@@ -57,8 +59,16 @@ class FileParser {
     std::optional<PolicyKind> policy;
     if (non_empty(values.policy, "a policy name such as lower_precision_fp or fp32")) {
       const std::vector<std::string_view> names = policy_names();
-      policy = parse_policy_kind(values.policy.text);
-      if (!policy) diags_.error(values.policy.location, unknown_name(values.policy.text, names, "policy"), values.policy.length);
+      const std::optional<PolicyKind> parsed = parse_policy_kind(values.policy.text);
+      if (!parsed) {
+        diags_.error(values.policy.location, unknown_name(values.policy.text, names, "policy"), values.policy.length);
+      } else if (*parsed == PolicyKind::fp8) {
+        diags_.error(values.policy.location,
+                     "an fp8 entry needs the policy's recipe ('autocast: fp8:'); load a policy file with an fp8 list instead",
+                     values.policy.length);
+      } else {
+        policy = parsed;
+      }
     }
     if (non_empty(values.op, "an op entry must be an op name such as mm, conv2d.padding or pow.*") && check_op_name(values.op) &&
         policy) {
@@ -180,7 +190,7 @@ class FileParser {
 
   void parse_header(const YamlNode& node) {
     if (!node.is_mapping()) {
-      diags_.error(node.location(), fmt::format("'autocast:' must be a mapping with device, dispatch_key and lower_precision, found {}",
+      diags_.error(node.location(), fmt::format("'autocast:' must be a mapping with device, dispatch_key, lower_precision and fp8, found {}",
                                                 node.describe()));
       return;
     }
@@ -193,8 +203,80 @@ class FileParser {
         if (result_.dispatch_key) check_dispatch_key(*result_.dispatch_key);
       } else if (key == "lower_precision") {
         parse_lower_precision(*value);
+      } else if (key == "fp8") {
+        parse_fp8(*value, key_node->location());
       }
     }
+  }
+
+  // Note [fp8 recipe]: every key optional (the defaults are PyTorch-and-torchao's usual recipe);
+  // values the runtime does not implement are refused here, with what it does implement.
+  void parse_fp8(const YamlNode& node, SourceLocation key_location) {
+    if (!node.is_mapping()) {
+      diags_.error(node.location(), fmt::format("'fp8:' must be a mapping such as {{scaling: current, granularity: tensorwise, "
+                                                "forward: float8_e4m3fn, backward: float8_e5m2}}, found {}",
+                                                node.describe()));
+      return;
+    }
+    const size_t errors_before = diags_.error_count();
+    Fp8Recipe recipe;
+    recipe.location = key_location;
+    const YamlNode* history_key = nullptr;
+    for (const auto& [key, value, key_node] : checked_pairs(node, kFp8Keys, "key in 'fp8:'")) {
+      if (key == "amax_history_len" || key == "margin") {
+        const bool history = key == "amax_history_len";
+        if (history) history_key = key_node;
+        const std::optional<int64_t> number = bounded_integer(*value, key, history ? 1 : 0, history ? 65536 : 64);
+        if (number) (history ? recipe.amax_history_len : recipe.margin) = *number;
+        continue;
+      }
+      std::optional<Located> text = scalar(*value, fmt::format("'{}:' must be a name", key));
+      if (!text) continue;
+      if (key == "scaling") {
+        check_choice(*text, {"current", "delayed"}, "fp8 scaling", "");
+        recipe.scaling = text->text;
+      } else if (key == "granularity") {
+        check_choice(*text, {"tensorwise"}, "fp8 granularity", text->text == "rowwise" ? " (row-wise scales are not implemented)" : "");
+        recipe.granularity = text->text;
+      } else if (key == "forward") {
+        check_choice(*text, {"float8_e4m3fn"}, "fp8 forward dtype",
+                     text->text == "float8_e5m2" ? " (an e5m2 forward would need an e5m2 x e5m2 GEMM in the backward, which "
+                                                   "PyTorch's CUDA _scaled_mm does not have)"
+                                                 : "");
+        recipe.forward = text->text;
+      } else {
+        check_choice(*text, {"float8_e5m2", "float8_e4m3fn"}, "fp8 backward dtype", "");
+        recipe.backward = text->text;
+      }
+    }
+    if (history_key && recipe.scaling != "delayed")
+      diags_.error(history_key->location(), "'amax_history_len:' is only meaningful with 'scaling: delayed'", history_key->source_length());
+    if (diags_.error_count() == errors_before) result_.fp8 = std::move(recipe);
+  }
+
+  void check_choice(const Located& value, const std::vector<std::string_view>& known, std::string_view what, std::string_view why) {
+    if (std::find(known.begin(), known.end(), value.text) != known.end()) return;
+    const std::string suggestion = closest_match(value.text, known);
+    diags_.error(value.location,
+                 suggestion.empty() || !why.empty()
+                     ? fmt::format("unknown {} '{}' (expected {}){}", what, value.text, fmt::join(known, " or "), why)
+                     : fmt::format("unknown {} '{}'; did you mean '{}'?", what, value.text, suggestion),
+                 value.length);
+  }
+
+  std::optional<int64_t> bounded_integer(const YamlNode& node, std::string_view key, int64_t low, int64_t high) {
+    std::optional<Located> text = scalar(node, fmt::format("'{}:' must be an integer", key));
+    if (!text) return std::nullopt;
+    int64_t value = 0;
+    const char* begin = text->text.data();
+    const char* end = begin + text->text.size();
+    const auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec != std::errc() || ptr != end || value < low || value > high) {
+      diags_.error(text->location, fmt::format("'{}:' must be an integer from {} to {}, found '{}'", key, low, high, text->text),
+                   text->length);
+      return std::nullopt;
+    }
+    return value;
   }
 
   // Reports `value` unless it is one of `known`, with a did-you-mean or the list of choices.
@@ -455,6 +537,13 @@ std::optional<std::vector<Located>> FieldReader::lower_precision(const YamlNode&
   parser_->parse_lower_precision(node);
   if (parser_->diags_.error_count() != errors) return std::nullopt;
   return std::move(parser_->result_.lower_precision);
+}
+
+std::optional<Fp8Recipe> FieldReader::fp8(const YamlNode& node) {
+  const size_t errors = parser_->diags_.error_count();
+  parser_->parse_fp8(node, node.location());
+  if (parser_->diags_.error_count() != errors) return std::nullopt;
+  return std::move(parser_->result_.fp8);
 }
 
 std::optional<PolicyKind> FieldReader::policy(const YamlNode& node) {

@@ -44,6 +44,7 @@ class FieldReader {
   [[nodiscard]] std::optional<Located> device(const YamlNode& node);
   [[nodiscard]] std::optional<Located> dispatch_key(const YamlNode& node);
   [[nodiscard]] std::optional<std::vector<Located>> lower_precision(const YamlNode& node);
+  [[nodiscard]] std::optional<Fp8Recipe> fp8(const YamlNode& node);
   [[nodiscard]] std::optional<PolicyKind> policy(const YamlNode& node);
   // One list entry of `policy`: an op name, or a mapping with `op:` and the entry's other keys;
   // keys in `ignored` may stand beside them (a manifest's `schema:`, `wrapper:`, ...).

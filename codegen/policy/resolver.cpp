@@ -94,6 +94,7 @@ class Resolver {
       file_index_++;
     }
     finish_header(chain.front());
+    if (device_) check_fp8();
     if (diags_.error_count() != errors_before) return std::nullopt;
     for (const PolicyFile& f : chain) result_.files.push_back(f.file);
     for (Slot& slot : slots_)
@@ -120,6 +121,26 @@ class Resolver {
       result_.lower_precision.clear();
       for (const Located& dtype : *file.lower_precision) result_.lower_precision.push_back(dtype.text);
     }
+    if (file.fp8) result_.fp8 = file.fp8;
+  }
+
+  // An fp8 list needs a recipe and a device with _scaled_mm (Note [fp8 recipe]); what it lists is
+  // checked as each entry is added.
+  void check_fp8() {
+    const auto first = std::find_if(slots_.begin(), slots_.end(),
+                                    [](const Slot& s) { return !s.removed && s.entry.policy == PolicyKind::fp8; });
+    if (first == slots_.end()) return;
+    const ResolvedEntry& entry = first->entry;
+    if (!result_.fp8)
+      diags_.error(entry.location,
+                   "the fp8 list needs a recipe: add 'fp8: {scaling: current, granularity: tensorwise, forward: float8_e4m3fn, "
+                   "backward: float8_e5m2}' under 'autocast:'",
+                   entry.length);
+    if (std::find(kFp8Devices.begin(), kFp8Devices.end(), result_.device) == kFp8Devices.end())
+      diags_.error(entry.location,
+                   fmt::format("fp8 runs on {} (devices whose PyTorch has _scaled_mm), not on '{}'", fmt::join(kFp8Devices, " and "),
+                               result_.device),
+                   entry.length);
   }
 
   void finish_header(const PolicyFile& requested) {
@@ -332,6 +353,15 @@ class Resolver {
                      entry.op.length);
         return;
       }
+    }
+    if (entry.policy == PolicyKind::fp8 &&
+        (!schema.name().is_aten() || !schema.name().overload.empty() ||
+         std::find(kFp8Ops.begin(), kFp8Ops.end(), schema.name().name) == kFp8Ops.end())) {
+      diags_.error(entry.op.location,
+                   fmt::format("fp8 has no implementation of '{}'; the fp8 list takes {}", schema.name().display(),
+                               fmt::join(kFp8Ops, ", ")),
+                   entry.op.length);
+      return;
     }
     if (entry.policy == PolicyKind::fp32_append_dtype) {
       resolved.redispatch = find_redispatch(entry, schema);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <ATen/core/stack.h>
@@ -84,6 +85,24 @@ template <typename S>
 at::ScalarType appended_dtype(const Call<S>& call, const BoxedArgs& args) {
   if (args.size() == 0 || !args.at(0).isTensor()) return at::kFloat;
   return appended_dtype(call, args.at(0).toTensor());
+}
+
+// fp8: the boxed arguments of linear, mm or addmm, the ops the fp8 list takes (policy.h, kFp8Ops).
+inline std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const BoxedArgs& args) {
+  const std::string_view op = call.site.op;
+  if (op == "aten::linear")
+    return fp8_gemm(call, args.at(0).toTensor(), args.at(1).toTensor(), args.at(2).toOptional<at::Tensor>());
+  if (op == "aten::mm") return fp8_gemm(call, args.at(0).toTensor(), args.at(1).toTensor());
+  if (op == "aten::addmm")
+    return fp8_gemm(call, args.at(0).toTensor(), args.at(1).toTensor(), args.at(2).toTensor(), args.at(3).toScalar(),
+                    args.at(4).toScalar());
+  return std::nullopt;
+}
+
+// The fp8 GEMM's output replaces the op's arguments on the stack, as the op's own kernel would.
+inline void fp8_result(at::Tensor out, const BoxedArgs& args) {
+  args.stack->erase(args.stack->begin() + static_cast<std::ptrdiff_t>(args.base), args.stack->end());
+  args.stack->emplace_back(std::move(out));
 }
 
 }  // namespace autocastgen::torch

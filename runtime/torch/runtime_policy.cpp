@@ -42,7 +42,9 @@ namespace autocastgen {
 namespace {
 // Release gates in runtime policies compare with the PyTorch this library was built against.
 policy::ResolveTarget running_release() {
-  return {model::TorchVersion(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)};
+  policy::ResolveTarget target;
+  target.torch_version = model::TorchVersion(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+  return target;
 }
 }  // namespace
 
@@ -79,6 +81,7 @@ struct KernelSpec {
   std::optional<size_t> dtype_arg;                  // fp32_set_opt_dtype
   std::optional<c10::OperatorHandle> redispatch;    // fp32_append_dtype
   std::string message;                              // banned
+  std::optional<fp8::Recipe> fp8_recipe;            // fp8
 };
 
 // One boxed call through the per-policy driver of its policy (policy_call.h), as the generated
@@ -101,6 +104,7 @@ void run_policy(const KernelSpec& spec, const c10::OperatorHandle& op, c10::Stac
       return torch::fp32_append_dtype<State>(site, call, redispatch, args);
     }
     case PolicyKind::banned: return torch::banned<State>(site, spec.message.c_str(), call, args);
+    case PolicyKind::fp8: return torch::fp8<State>(site, *spec.fp8_recipe, call, args);
   }
 }
 
@@ -209,6 +213,19 @@ c10::DeviceType device_type_of(const std::string& device) {
   return c10::Device(device).type();
 }
 
+// The runtime's recipe for a checked policy recipe (Note [fp8 recipe]).
+fp8::Recipe runtime_recipe(const policy::Fp8Recipe& recipe) {
+  fp8::Recipe out;
+  out.scaling = *fp8::parse_scaling(recipe.scaling);
+  out.granularity = *fp8::parse_granularity(recipe.granularity);
+  out.forward_dtype = *fp8::parse_fp8_dtype(recipe.forward);
+  out.backward_dtype = *fp8::parse_fp8_dtype(recipe.backward);
+  out.amax_history_len = recipe.amax_history_len;
+  out.margin = recipe.margin;
+  out.validate();
+  return out;
+}
+
 KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved) {
   const model::OperatorName& name = entry.schema->name();
   const std::string ns(name.namespace_or_aten());
@@ -223,13 +240,15 @@ KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::Resolve
                   .args = {},
                   .dtype_arg = std::nullopt,
                   .redispatch = std::nullopt,
-                  .message = entry.message};
+                  .message = entry.message,
+                  .fp8_recipe = std::nullopt};
   for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
   if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
     const auto& arguments = handle.schema().arguments();
     for (size_t i = 0; i < arguments.size(); ++i)
       if (arguments[i].name() == "dtype") spec.dtype_arg = i;
   }
+  if (entry.policy == PolicyKind::fp8) spec.fp8_recipe = runtime_recipe(*resolved.fp8);
   if (entry.redispatch) {
     const model::OperatorName& sibling = entry.redispatch->name();
     spec.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());

@@ -8,6 +8,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include "autocastgen/fp8/fp8.h"
 #include "autocastgen/runtime/cast_cache.h"
 #include "policy/policy.h"
 #include "state_internal.h"
@@ -27,6 +28,13 @@ std::optional<c10::DispatchKey> find_autocast_key(c10::DeviceType device) {
 AutocastState& thread_state() {
   thread_local AutocastState state;
   return state;
+}
+
+// What lives as long as the outermost scope of a device: this thread's cast cache and fp8 weight
+// copies (Note [fp8 weight cache]).
+void drop_scope_caches(c10::DeviceType device) {
+  clear_cast_cache(device);
+  fp8::clear_weight_cache(device);
 }
 
 }  // namespace
@@ -97,7 +105,7 @@ AutocastScope::AutocastScope(c10::DeviceType device, Options options) : device_(
 AutocastScope::~AutocastScope() {
   thread_state().device(device_) = previous_;
   c10::impl::tls_set_dispatch_key_excluded(detail::autocast_key(device_), previous_key_excluded_);
-  if (previous_.nesting == 0) clear_cast_cache(device_);
+  if (previous_.nesting == 0) drop_scope_caches(device_);
 }
 
 AutocastState capture_autocast_state() { return thread_state(); }
@@ -121,7 +129,7 @@ AutocastStateGuard::~AutocastStateGuard() {
     if (!key) continue;
     c10::impl::tls_set_dispatch_key_excluded(*key, (previous_key_excluded_ >> i) & 1U);
     // Casts made under the borrowed state belong to it, not to this thread's own scopes.
-    if (previous_.device(device).nesting == 0) clear_cast_cache(device);
+    if (previous_.device(device).nesting == 0) drop_scope_caches(device);
   }
 }
 

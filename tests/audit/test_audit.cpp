@@ -96,7 +96,7 @@ TEST_F(AuditTest, ManifestErrors) {
        "AutocastIPU, AutocastHPU, AutocastXLA, AutocastMPS, AutocastMTIA, AutocastMAIA, AutocastPrivateUse1)"},
       {R"({"device": "cpu", "dispatch_key": "AutocastCPU", "ops": [{"op": "mm", "policy": "fp16"}]})",
        "m.json:1:82: error: unknown policy 'fp16' (expected one of: lower_precision_fp, fp32, fp32_set_opt_dtype, "
-       "fp32_append_dtype, promote, banned)"},
+       "fp32_append_dtype, promote, banned, fp8)"},
       {R"({"device": "cpu", "dispatch_key": "AutocastCPU", "ops": [{"op": "mm.*", "policy": "fp32"}]})",
        "m.json:1:66: error: a manifest names single overloads, not 'mm.*'"},
       {R"({"device": "cpu", "dispatch_key": "AutocastCPU", "ops": [{"op": "norm.Scalar", "policy": "fp32_append_dtype"}]})",

@@ -9,26 +9,31 @@ ARGS = ["generate", "--policy", "tests/data/policies/mini_all_policies.yaml",
         "--schemas", "tests/data/schemas/custom_ops.yaml", "--torch-version", "2.15", "--name", "mini"]
 # The same policy with autocastgen's own runtime state (`--state autocastgen`).
 OWN_STATE_ARGS = [*ARGS[:-1], "mini_own_state", "--state", "autocastgen"]
+# An fp8 list and its recipe.
+FP8_ARGS = ["generate", "--policy", "tests/data/policies/mini_fp8.yaml",
+            "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_fp8"]
 
 
 def run(cli, *extra, check=True):
     return subprocess.run([cli, *ARGS, *extra], capture_output=True, text=True, check=check)
 
 
-def run_own_state(cli, out):
+def run_variants(cli, out):
+    """The own-state and fp8 variants of the golden output."""
     subprocess.run([cli, *OWN_STATE_ARGS, "--out", out], capture_output=True, text=True, check=True)
+    subprocess.run([cli, *FP8_ARGS, "--out", out], capture_output=True, text=True, check=True)
 
 
 def main():
     cli = sys.argv[1]
     if "--update" in sys.argv:
         run(cli, "--out", GOLDEN)
-        run_own_state(cli, GOLDEN)
+        run_variants(cli, GOLDEN)
         print(f"refreshed {GOLDEN}")
         return 0
     with tempfile.TemporaryDirectory() as out:
         run(cli, "--out", out)
-        run_own_state(cli, out)
+        run_variants(cli, out)
         failed = False
         for name in sorted(os.listdir(GOLDEN)):
             got, want = os.path.join(out, name), os.path.join(GOLDEN, name)

@@ -202,11 +202,11 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"autocast: {device: cuda, lower_precision: []}\n",
                   "1:43: error: 'lower_precision:' needs at least one dtype (float16 or bfloat16)"},
         ErrorCase{"autocast: {device: cuda, precision: x}\n",
-                  "1:26: error: unknown key in 'autocast:' 'precision' (expected one of: device, dispatch_key, lower_precision)"},
+                  "1:26: error: unknown key in 'autocast:' 'precision' (expected one of: device, dispatch_key, lower_precision, fp8)"},
         ErrorCase{"lists: {fp32: [log]}\n", "1:1: error: no 'autocast: device:' in this policy or in the files it extends"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp16: [mm]}\n",
                   "2:9: error: unknown policy 'fp16' (expected one of: lower_precision_fp, fp32, fp32_set_opt_dtype, "
-                  "fp32_append_dtype, promote, banned)"},
+                  "fp32_append_dtype, promote, banned, fp8)"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: log}\n", "2:15: error: the 'fp32' list must be a sequence, found a scalar"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [mn]}\n", "2:16: error: unknown op 'mn'; did you mean 'mm'?"},
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [log.outt]}\n",

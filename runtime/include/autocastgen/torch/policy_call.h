@@ -19,6 +19,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/macros/Export.h>
 
+#include "autocastgen/fp8/recipe.h"
 #include "autocastgen/runtime/cast_cache.h"
 #include "autocastgen/runtime/state.h"
 
@@ -31,6 +32,7 @@ class Library;
 namespace at::autocast {
 TORCH_API at::ScalarType get_autocast_dtype(at::DeviceType device_type);
 TORCH_API at::Tensor cached_cast(at::ScalarType to_type, const at::Tensor& arg, c10::DeviceType device_type);
+TORCH_API bool is_autocast_cache_enabled();
 }  // namespace at::autocast
 
 namespace autocastgen::torch {
@@ -59,6 +61,7 @@ struct TorchState {
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return torch_promote_type(current, tensor, device);
   }
+  static bool cache_enabled(c10::DeviceType) { return at::autocast::is_autocast_cache_enabled(); }
 };
 
 struct OwnState {
@@ -71,6 +74,7 @@ struct OwnState {
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return own_promote_type(current, tensor, device);
   }
+  static bool cache_enabled(c10::DeviceType device) { return ::autocastgen::is_autocast_cache_enabled(device); }
 };
 
 // Which generated wrapper or runtime-policy kernel ran last on this thread, and how many have run:
@@ -131,6 +135,7 @@ class Call {
     return State::promote(current, tensor, site_.device);
   }
   [[noreturn]] void raise_banned(const char* message) const { ::autocastgen::torch::raise_banned(site_.op, message); }
+  [[nodiscard]] bool cache_enabled() const { return State::cache_enabled(site_.device); }
 
  private:
   const Site& site_;
@@ -303,6 +308,37 @@ decltype(auto) banned(const Site& site, const char* message, const Op& op, const
   const Call<State> call(site);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   call.raise_banned(message);
+}
+
+// fp8 (docs/fp8.md): one GEMM of the fp8 list in float8 with the policy's recipe, its output in the
+// lower-precision dtype, when the call can take it (autocastgen::fp8::fp8_*_support: shapes,
+// device, dtypes); nullopt otherwise. Overloaded by the op's arguments: linear, mm, addmm.
+struct Fp8Call {
+  const Site& site;
+  const ::autocastgen::fp8::Recipe& recipe;
+  at::ScalarType out_dtype;
+  bool cache_weights;
+};
+TORCH_API std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& input, const at::Tensor& weight,
+                                             const std::optional<at::Tensor>& bias);
+TORCH_API std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat2);
+TORCH_API std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat1,
+                                             const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha);
+// What the fp8 driver returns when the GEMM ran in fp8 (boxed_args.h puts it on the stack).
+template <typename... Args>
+at::Tensor fp8_result(at::Tensor out, const Args&...) {
+  return out;
+}
+
+// The GEMM in fp8 when the call can take it; otherwise as lower_precision_fp.
+template <typename State, typename Op, typename... Args>
+decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, const Op& op, const Args&... args) {
+  const Call<State> call(site);
+  if (!call.on()) return invoke(op, plain_arg(args)...);
+  const at::ScalarType to = call.lower_precision();
+  if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled()}, args...))
+    return fp8_result(std::move(*out), args...);
+  return invoke(op, cast_arg(call, args, to)...);
 }
 
 // ---- Registration helpers of generated files.

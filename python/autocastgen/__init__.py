@@ -14,6 +14,7 @@ See docs/runtime.md ("From Python").
 from __future__ import annotations
 
 from ._runtime import load_runtime
+from .grad_scaler import GradScaler
 from .state import (
     AutocastState,
     autocast,
@@ -28,6 +29,7 @@ from .state import (
 
 __all__ = [
     "AutocastState",
+    "GradScaler",
     "autocast",
     "capture_state",
     "get_dtype",

@@ -390,6 +390,24 @@ def test_bfloat16_trajectory_matches_torch_cpu():
     assert records["skipped"] > 3
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_bfloat16_gradients_on_cuda():
+    # PyTorch's CUDA op refuses bfloat16; ours unscales it (the kernels: tests/kernels, docs/scaler.md).
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4).to("cuda", torch.bfloat16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    scaler = autocastgen.GradScaler("cuda", init_scale=2.0**12)
+    scaler.scale(model(torch.randn(8, 16, device="cuda", dtype=torch.bfloat16)).float().sum()).backward()
+    scaled = [p.grad.clone() for p in model.parameters()]
+    scaler.unscale_(opt)
+    for before, p in zip(scaled, model.parameters()):
+        assert torch.equal(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
+    model.weight.grad[0, 0] = INF
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0**11
+
+
 # ---------------------------------------------------------------------------------------------
 # 5. The extras.
 

@@ -61,7 +61,8 @@ def main() -> int:
     torch.library.register_autocast(f"{ns}::mul_torch", "cpu", torch.bfloat16, lib=lib)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        registered = autocastgen.load_policy(f"autocast: {{device: cpu}}\nlists:\n  lower_precision_fp: [{ns}::mul_acg]\n")
+        policy = f"autocast: {{device: cpu}}\nlists:\n  lower_precision_fp: [{ns}::mul_acg]\n"
+        registered = autocastgen.load_policy(policy)
     assert registered == 1
 
     sides = {"register_autocast": ops.mul_torch.default, "load_policy": ops.mul_acg.default}

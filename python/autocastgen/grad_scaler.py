@@ -46,6 +46,15 @@ class _PerDevice:
         return copy
 
 
+class _MisuseError(RuntimeError, AssertionError):
+    """Misuse PyTorch's scaler reports with AssertionError: a RuntimeError here, and still an
+    AssertionError, so code written against torch.amp.GradScaler catches it as before."""
+
+
+class _BadValueError(ValueError, AssertionError):
+    """A bad value PyTorch's scaler reports with AssertionError: a ValueError, and an AssertionError."""
+
+
 def _fresh_state() -> dict[str, Any]:
     return {"stage": _Stage.READY, "found_inf_per_device": {}}
 
@@ -64,9 +73,9 @@ def _integer(name: str, value: object) -> int:
 
 def _check_factors(growth_factor: float, backoff_factor: float, growth_interval: int) -> None:
     if not growth_factor > 1.0:
-        raise ValueError(f"autocastgen.GradScaler: growth_factor must be > 1.0, got {growth_factor}")
+        raise _BadValueError(f"autocastgen.GradScaler: growth_factor must be > 1.0, got {growth_factor}")
     if not 0.0 < backoff_factor < 1.0:
-        raise ValueError(f"autocastgen.GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
+        raise _BadValueError(f"autocastgen.GradScaler: backoff_factor must be in (0, 1), got {backoff_factor}")
     if growth_interval < 1:
         raise ValueError(f"autocastgen.GradScaler: growth_interval must be >= 1, got {growth_interval}")
 
@@ -75,7 +84,9 @@ def _check_extras(hysteresis: int, min_scale: float, max_scale: float) -> None:
     # The same rules as the update_scale_hysteresis_ op (ops::apply_update_extras), checked here
     # so that a bad value fails at construction rather than at the first update().
     if hysteresis < 1 or hysteresis > 2**31 - 1:
-        raise ValueError(f"autocastgen.GradScaler: hysteresis must be an integer >= 1 (1 turns it off), got {hysteresis}")
+        raise ValueError(
+            f"autocastgen.GradScaler: hysteresis must be an integer >= 1 (1 turns it off), got {hysteresis}"
+        )
     if math.isnan(min_scale) or math.isnan(max_scale) or not 0.0 <= min_scale <= max_scale:
         raise ValueError(
             f"autocastgen.GradScaler: need 0 <= min_scale <= max_scale, got min_scale={min_scale} max_scale={max_scale}"
@@ -93,7 +104,10 @@ class GradScaler:
     * the unscale runs ``torch.ops.autocastgen.non_finite_check_and_unscale_``, which accepts
       bfloat16 gradients on CUDA (PyTorch's CUDA op refuses them), and one call per device
       handles every dtype;
-    * bad constructor arguments raise ``ValueError``/``TypeError`` (PyTorch asserts);
+    * errors have autocastgen's wording; where PyTorch raises ``AssertionError`` (bad factors,
+      no scale yet, no inf checks recorded, a bad ``new_scale``, pickling mid-iteration) the
+      error is a ``RuntimeError`` or ``ValueError`` that is also an ``AssertionError``; other bad
+      arguments raise ``ValueError``/``TypeError``;
     * the keyword-only extras below (the C++ ``autocastgen::GradScaler``'s, docs/scaler.md).
 
     Args:
@@ -168,7 +182,7 @@ class GradScaler:
 
     def _initialized(self, function: str) -> torch.Tensor:
         if self._scale is None or self._growth_tracker is None:
-            raise RuntimeError(
+            raise _MisuseError(
                 f"autocastgen.GradScaler.{function}: the scale is not initialized; call scale(loss or outputs) "
                 "earlier in the iteration"
             )
@@ -272,9 +286,13 @@ class GradScaler:
         scale = self._initialized("unscale_")
         state = self._state(optimizer)
         if state["stage"] is _Stage.UNSCALED:
-            raise RuntimeError("autocastgen.GradScaler.unscale_: already called for this optimizer since the last update()")
+            raise RuntimeError(
+                "autocastgen.GradScaler.unscale_: already called for this optimizer since the last update()"
+            )
         if state["stage"] is _Stage.STEPPED:
-            raise RuntimeError("autocastgen.GradScaler.unscale_: called after step() for this optimizer; call update() first")
+            raise RuntimeError(
+                "autocastgen.GradScaler.unscale_: called after step() for this optimizer; call update() first"
+            )
         # The reciprocal in double, rounded once to float.
         inv_scale = scale.double().reciprocal().float()
         found_inf = torch.full((), 0.0, dtype=torch.float32, device=scale.device)
@@ -341,7 +359,10 @@ class GradScaler:
         if state["stage"] is _Stage.READY:
             self.unscale_(optimizer)
         if not state["found_inf_per_device"]:
-            raise RuntimeError("autocastgen.GradScaler.step: no inf checks were recorded for this optimizer (none of its parameters has a gradient)")
+            raise _MisuseError(
+                "autocastgen.GradScaler.step: no inf checks were recorded for this optimizer "
+                "(none of its parameters has a gradient)"
+            )
         result = None
         if not sum(v.item() for v in state["found_inf_per_device"].values()):  # a host sync, as in PyTorch
             result = optimizer.step(*args, **kwargs)
@@ -363,7 +384,7 @@ class GradScaler:
         if new_scale is not None:
             if isinstance(new_scale, torch.Tensor):
                 if new_scale.device.type != self._device or new_scale.numel() != 1 or new_scale.requires_grad:
-                    raise ValueError(
+                    raise _BadValueError(
                         "autocastgen.GradScaler.update: new_scale must be a float or a 1-element "
                         f"{self._device} tensor with requires_grad=False"
                     )
@@ -377,7 +398,10 @@ class GradScaler:
                 for found in state["found_inf_per_device"].values()
             ]
             if not found_infs:
-                raise RuntimeError("autocastgen.GradScaler.update: no inf checks were recorded in this iteration; call step() or unscale_() before update()")
+                raise _MisuseError(
+                    "autocastgen.GradScaler.update: no inf checks were recorded in this iteration; "
+                    "call step() or unscale_() before update()"
+                )
             combined = found_infs[0].clone()
             for found in found_infs[1:]:
                 combined += found
@@ -537,7 +561,7 @@ class GradScaler:
         state = self.__dict__.copy()
         if self._enabled:
             if self._per_optimizer_states:
-                raise RuntimeError(
+                raise _MisuseError(
                     "autocastgen.GradScaler: pickle it before scale() or after update(), not inside an iteration"
                 )
             # The tensors are made again, on the first scale(), from the values they hold now.

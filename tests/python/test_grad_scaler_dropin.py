@@ -520,6 +520,28 @@ def test_misuse_raises():
     assert scaler.get_hysteresis() == 1  # nothing changed
 
 
+@needs_torch_scaler
+def test_errors_torch_reports_as_assertions_are_assertions_too():
+    # Code written against torch.amp.GradScaler that catches AssertionError keeps working.
+    model = make_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for scaler_type in (TorchScaler, autocastgen.GradScaler):
+        with pytest.raises(AssertionError):
+            scaler_type("cpu", growth_factor=0.5)
+        scaler = scaler_type("cpu")
+        with pytest.raises(AssertionError):
+            scaler.step(opt)  # no scale yet
+        scaler.scale(torch.ones(()))
+        with pytest.raises(AssertionError):
+            scaler.update()  # no inf checks
+        with pytest.raises(AssertionError):
+            scaler.update(torch.ones(2))
+    with pytest.raises(RuntimeError):
+        autocastgen.GradScaler("cpu").update()
+    with pytest.raises(ValueError):
+        autocastgen.GradScaler("cpu", growth_factor=0.5)
+
+
 def test_float16_gradients_refused_by_unscale():
     model = make_model(torch.float16)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

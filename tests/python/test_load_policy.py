@@ -248,8 +248,8 @@ def aten_schemas() -> str:
 
 def cli_diagnostics(path: Path, schemas: Path) -> str:
     """`autocastgen check` stderr without its `N errors generated.` line, with aten's and `schemas`."""
-    result = subprocess.run([CLI, "check", "--policy", str(path), "--schemas", aten_schemas(), "--schemas", str(schemas)],
-                            capture_output=True, text=True, timeout=120)
+    command = [CLI, "check", "--policy", str(path), "--schemas", aten_schemas(), "--schemas", str(schemas)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     return "".join(line for line in result.stderr.splitlines(keepends=True)
                    if not re.search(r"\d+ errors? generated\.$", line)).rstrip("\n")
@@ -302,7 +302,8 @@ def test_bad_text_names_the_string(ops, tmp_path, name):
         ("lists:\n  fp33: [tanh]\n", "<string>:2:3: error: unknown policy 'fp33'; did you mean 'fp32'?"),
         ("autocast: {device: cpu}\nlists: [\n", "<string>:3:1: error:"),
         ("autocast: {device: cpu}\nextends: missing.yaml\n", "error: cannot read extended policy"),
-        ("autocast: {device: cpu}\nlists:\n  banned: [tanh]\n", "<string>:3:12: error: banned op 'tanh' needs a message"),
+        ("autocast: {device: cpu}\nlists:\n  banned: [tanh]\n",
+         "<string>:3:12: error: banned op 'tanh' needs a message"),
     ],
 )
 def test_text_error_cases(text, expected, ops):

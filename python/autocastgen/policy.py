@@ -19,7 +19,7 @@ from ._runtime import load_runtime
 __all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy"]
 
 # The first line of the runtime's error for a policy file; the rest is the CLI's diagnostics.
-_FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>.*) has errors:\n", re.S)
+_FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\n]*?) has errors:\n")
 
 # A top-level `extends:` line with a plain or quoted one-line value (docs/python.md: in YAML
 # text, a relative base is taken from the current directory).

@@ -1,19 +1,26 @@
 """autocastgen from Python.
 
 Importing the package loads ``libautocastgen_runtime_torch.so`` (unless a backend library brought
-it already) and offers autocastgen's own autocast state, the C++ ``autocastgen::AutocastScope``
-and worker-thread capture, to Python::
+it already) and offers to Python:
 
-    import autocastgen
-    with autocastgen.autocast("cpu", dtype=torch.bfloat16):
-        y = model(x)
+* autocastgen's own autocast state, the C++ ``autocastgen::AutocastScope`` and worker-thread
+  capture (``autocast``, ``capture_state``, ``state_guard``, ``with_state``, ...)::
 
-See docs/runtime.md ("From Python").
+      with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+          y = model(x)
+
+* runtime policies: ``load_policy(path_or_yaml_text)``, ``register_runtime_policy``,
+  ``clear_runtime_policies`` (errors: ``PolicyError`` with the CLI's diagnostics);
+* ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops.
+
+See docs/python.md.
 """
 
 from __future__ import annotations
 
 from ._runtime import load_runtime
+from .grad_scaler import GradScaler
+from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
 from .state import (
     AutocastState,
     autocast,
@@ -28,13 +35,18 @@ from .state import (
 
 __all__ = [
     "AutocastState",
+    "GradScaler",
+    "PolicyError",
     "autocast",
     "capture_state",
+    "clear_runtime_policies",
     "get_dtype",
     "is_cache_enabled",
     "is_enabled",
+    "load_policy",
     "load_runtime",
     "nesting",
+    "register_runtime_policy",
     "state_guard",
     "with_state",
 ]

@@ -1,0 +1,186 @@
+"""Runtime policies from Python: load_policy, register_runtime_policy, clear_runtime_policies.
+
+Thin, checked wrappers over the runtime's torch ops (runtime/torch/runtime_policy.cpp): one boxed
+kernel per (op, autocast key) runs any of the six policies, for aten ops and for ops defined at
+run time with torch.library. Nothing is compiled; a policy applies as soon as the call returns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ._runtime import load_runtime
+
+__all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy"]
+
+# The first line of the runtime's error for a policy file; the rest is the CLI's diagnostics.
+_FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\n]*?) has errors:\n")
+
+# A top-level `extends:` line with a plain or quoted one-line value (docs/python.md: in YAML
+# text, a relative base is taken from the current directory).
+_EXTENDS_LINE = re.compile(r"^extends:[ \t]*(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s#'\"][^#\n]*?)[ \t]*(?=#|$)", re.M)
+
+
+class PolicyError(RuntimeError):
+    """A policy autocastgen refused; nothing was registered.
+
+    ``str(error)`` (and ``error.diagnostics``) is what ``autocastgen check --policy`` prints for
+    the same policy, without its ``N errors generated.`` line: ``file:line:col: error: ...``
+    lines with the source line and a caret for a file or YAML text, ``error: ...`` lines for a
+    ``register_runtime_policy`` call (which has no file). ``error.source`` names the policy: its
+    path, the ``name`` given to ``load_policy`` for text, or the call.
+    """
+
+    def __init__(self, diagnostics: str, source: str) -> None:
+        super().__init__(diagnostics)
+        self.diagnostics = diagnostics
+        self.source = source
+
+
+def _ops():
+    load_runtime()
+    return torch.ops.autocastgen
+
+
+def _is_text(source: str | os.PathLike[str]) -> bool:
+    """YAML text is a ``str`` with a line break; any other ``str``, and any path object, is a path."""
+    if isinstance(source, os.PathLike):
+        return False
+    if isinstance(source, str):
+        return "\n" in source
+    raise TypeError(
+        f"autocastgen.load_policy: needs a path (str or os.PathLike) or YAML text (str), not {type(source).__name__}"
+    )
+
+
+def _absolute_extends(text: str) -> str:
+    """``text`` with a relative top-level ``extends:`` made absolute against the current directory."""
+
+    def absolute(match: re.Match[str]) -> str:
+        value = match.group("value")
+        quote = value[0] if value[0] in "\"'" else ""
+        path = value[1:-1] if quote else value
+        if os.path.isabs(path):
+            return match.group(0)
+        resolved = os.path.join(os.getcwd(), path)
+        if quote == "'":
+            resolved = resolved.replace("'", "''")
+        elif quote == '"':
+            resolved = resolved.replace("\\", "\\\\").replace('"', '\\"')
+        elif re.search(r"[:#]|^[-?&*!|>%@`{\[]", resolved):
+            resolved, quote = resolved.replace("'", "''"), "'"
+        whole, start, end = match.group(0), match.start("value") - match.start(0), match.end("value") - match.start(0)
+        return whole[:start] + quote + resolved + quote + whole[end:]
+
+    return _EXTENDS_LINE.sub(absolute, text)
+
+
+def load_policy(
+    path_or_yaml_text: str | os.PathLike[str],
+    schemas: str | os.PathLike[str] | None = None,
+    *,
+    name: str = "<string>",
+) -> int:
+    """Applies a policy file at run time through the runtime-policy kernels; returns the entries registered.
+
+    ``path_or_yaml_text`` is a policy in the language of docs/policy-language.md, either a path
+    (a ``pathlib.Path`` or other ``os.PathLike``, or a ``str`` without a line break) or YAML text
+    (a ``str`` with at least one line break; end a one-line policy with ``"\\n"``). The policy
+    is resolved, as ``autocastgen check`` resolves it, against the ops registered with PyTorch's
+    dispatcher now, so define custom ops (``torch.library``) first. Every entry then takes over
+    its op's autocast key for the policy's device (replacing a generated wrapper, PyTorch's
+    kernel or an earlier runtime policy, with a warning once per op and key). All or nothing:
+    on any error nothing is registered.
+
+    ``extends:`` in a file is relative to that file; in YAML text, a relative ``extends:`` is
+    relative to the current working directory. Diagnostics for text name the file ``name``.
+
+    Args:
+        path_or_yaml_text: the policy file's path, or its text.
+        schemas: not supported: runtime policies apply to ops the dispatcher has, with the schemas
+            it has. Passing one raises ``NotImplementedError`` (``compile_policy`` takes schemas).
+        name: the file name diagnostics give YAML text (default ``<string>``).
+
+    Raises:
+        PolicyError: the policy has errors (text: the CLI's ``file:line:col: error:``
+            diagnostics), or the file cannot be read.
+        NotImplementedError: ``schemas`` was given.
+        TypeError: ``path_or_yaml_text`` is neither a path nor text.
+    """
+    if schemas is not None:
+        raise NotImplementedError(
+            "autocastgen.load_policy: schemas= is not supported: a runtime policy resolves against the ops "
+            "registered with PyTorch's dispatcher when it is loaded (define custom ops with torch.library "
+            "first), and its kernels can only be registered for those ops"
+        )
+    if not isinstance(name, str) or not name or "\n" in name:
+        raise ValueError(f"autocastgen.load_policy: name must be a one-line, non-empty str, not {name!r}")
+    ops = _ops()
+    if not _is_text(path_or_yaml_text):
+        path = os.fspath(path_or_yaml_text)
+        return _load_file(ops, path, path, {})
+    with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
+        # The runtime reads files only; the text goes to a private file whose path the
+        # diagnostics then call `name`.
+        path = str(Path(directory) / "policy.yaml")
+        Path(path).write_text(_absolute_extends(path_or_yaml_text), encoding="utf-8")
+        return _load_file(ops, path, name, {path: name})
+
+
+def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
+    try:
+        return int(ops.load_runtime_policy_file(path))
+    except RuntimeError as error:
+        message = str(error)
+        header = _FILE_ERROR_HEADER.match(message)
+        if header is None:
+            raise
+        diagnostics = message[header.end() :]
+        for old, new in renames.items():
+            diagnostics = diagnostics.replace(old, new)
+        raise PolicyError(diagnostics.rstrip("\n"), source) from None
+
+
+def register_runtime_policy(op: str, policy: str, device: str = "cpu", message: str | None = None) -> None:
+    """Gives one op a policy on one device's autocast key, at once.
+
+    Args:
+        op: ``ns::name``, ``ns::name.overload`` or ``ns::name.*`` (a bare name means aten), as in
+            a policy file's lists.
+        policy: ``lower_precision_fp``, ``fp32``, ``promote``, ``fp32_set_opt_dtype``,
+            ``fp32_append_dtype`` or ``banned``.
+        device: the autocast device type (``cpu``, ``cuda``, ...).
+        message: the error text of ``banned`` (required for it, refused for the others).
+
+    The kernel follows ``torch.autocast`` (PyTorch's state) unless an ``autocastgen.autocast``
+    scope is open for the device. Replaces what the key had (warning once per op and key).
+
+    Raises:
+        PolicyError: the CLI's ``error:`` lines for the same entry in a policy file; nothing was
+            registered.
+    """
+    for label, value in (("op", op), ("policy", policy), ("device", device)):
+        if not isinstance(value, str):
+            raise TypeError(f"autocastgen.register_runtime_policy: {label} must be a str, not {type(value).__name__}")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"autocastgen.register_runtime_policy: message must be a str, not {type(message).__name__}")
+    ops = _ops()
+    try:
+        ops.register_runtime_policy(op, policy, device, message or "")
+    except RuntimeError as error:
+        text = str(error)
+        if not text.startswith("autocastgen: register_runtime_policy("):
+            raise
+        call, _, diagnostics = text.partition("\n")
+        raise PolicyError(diagnostics, call.removeprefix("autocastgen: ").removesuffix(" failed:")) from None
+
+
+def clear_runtime_policies() -> None:
+    """Drops every runtime policy of this process (from ``load_policy``, ``register_runtime_policy``,
+    or ``AUTOCASTGEN_POLICY``); the kernels they replaced come back."""
+    _ops().clear_runtime_policies()

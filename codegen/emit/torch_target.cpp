@@ -159,6 +159,10 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
   mustache::data d;
   d.set("schema", schema.str());
   d.set("op", schema.name().qualified());
+  // The name's parts, for templates that register through other helpers (bench/templates/kernel_macros).
+  d.set("op_name", schema.name().name);
+  d.set("overload", schema.name().overload);
+  d.set("has_overload", !schema.name().overload.empty());
   d.set("wrapper", name);
   d.set("return_type", sig.return_type);
   d.set("function_type", sig.function_type());

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Compile time of the generated cpu wrappers against the same registrations written with
-PyTorch's KERNEL_CPU helpers, measured in one run with identical flags; also the wrappers
-registered through function pointers (`m.impl(name, &f)`: one boxing adaptor per C++ signature)
-instead of TORCH_FN(f) (one per op), made from the generated file by rewriting its registrations.
-Prints a ratio table."""
+PyTorch's KERNEL_CPU helpers, measured in one run with identical flags; also the same wrappers
+registered with TORCH_FN(f) (one boxing adaptor instantiated per op) instead of the generated
+function-pointer registration (`m.impl(name, &f)`: one per C++ signature), made from the generated
+file by rewriting its registrations. Prints a ratio table."""
 import argparse, os, re, statistics, subprocess, sys, tempfile, time
 
 
@@ -23,19 +23,19 @@ def main():
     flags = ["-std=c++20", "-O2", "-fPIC", "-c", "-Iruntime/include", "-isystem", f"{tdir}/include",
              "-isystem", f"{tdir}/include/torch/csrc/api/include", "-o", os.devnull]
     with tempfile.TemporaryDirectory() as tmp:
-        ours_dir, macros_dir, fnptr_dir = (os.path.join(tmp, d) for d in ("ours", "macros", "fnptr"))
+        ours_dir, macros_dir, torch_fn_dir = (os.path.join(tmp, d) for d in ("ours", "macros", "torch_fn"))
         base = [args.autocastgen, "generate", "--policy", args.policy, "--name", "cpu"]
         subprocess.run(base + ["--out", ours_dir], check=True, capture_output=True)
         subprocess.run(base + ["--out", macros_dir, "--templates", "bench/templates/kernel_macros"], check=True,
                        capture_output=True)
-        os.makedirs(fnptr_dir)
+        os.makedirs(torch_fn_dir)
         with open(os.path.join(ours_dir, "autocast_cpu.cpp")) as f:
-            fnptr_source, count = re.subn(r"TORCH_FN\(([^()]+)\)", r"&\1", f.read())
-        assert count > 0, "no TORCH_FN registrations found in the generated file"
-        with open(os.path.join(fnptr_dir, "autocast_cpu.cpp"), "w") as f:
-            f.write(fnptr_source)
+            torch_fn_source, count = re.subn(r'(m\.impl\("[^"]+", )&([^;]+)\);', r"\1TORCH_FN(\2));", f.read())
+        assert count > 0, "no function-pointer registrations found in the generated file"
+        with open(os.path.join(torch_fn_dir, "autocast_cpu.cpp"), "w") as f:
+            f.write(torch_fn_source)
         files = {"generated wrappers (autocastgen)": os.path.join(ours_dir, "autocast_cpu.cpp"),
-                 "generated, registered by function pointer": os.path.join(fnptr_dir, "autocast_cpu.cpp"),
+                 "generated, registered with TORCH_FN": os.path.join(torch_fn_dir, "autocast_cpu.cpp"),
                  "KERNEL_CPU helpers (baseline)": os.path.join(macros_dir, "autocast_cpu.cpp")}
         times = {name: [] for name in files}
         for _ in range(args.repeat):  # alternate, so drift hits both alike
@@ -49,9 +49,9 @@ def main():
     print("|---|---|")
     for name, samples in times.items():
         print(f"| {name} | {statistics.median(samples):.2f} |")
-    fnptr = statistics.median(times["generated, registered by function pointer"])
+    torch_fn = statistics.median(times["generated, registered with TORCH_FN"])
     print(f"| ratio generated / baseline (goal <= 0.5) | {ours / base:.2f} |")
-    print(f"| ratio function-pointer registration / baseline | {fnptr / base:.2f} |")
+    print(f"| ratio TORCH_FN registration / baseline | {torch_fn / base:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,16 @@ and worker-thread capture, to Python::
     with autocastgen.autocast("cpu", dtype=torch.bfloat16):
         y = model(x)
 
+Per-op autocast statistics: ``with autocastgen.stats() as s: ...`` (docs/insight.md).
+
 See docs/runtime.md ("From Python").
 """
 
 from __future__ import annotations
 
+from . import insight
 from ._runtime import load_runtime
+from .insight import Stats, stats
 from .state import (
     AutocastState,
     autocast,
@@ -28,14 +32,17 @@ from .state import (
 
 __all__ = [
     "AutocastState",
+    "Stats",
     "autocast",
     "capture_state",
     "get_dtype",
+    "insight",
     "is_cache_enabled",
     "is_enabled",
     "load_runtime",
     "nesting",
     "state_guard",
+    "stats",
     "with_state",
 ]
 

@@ -1,11 +1,13 @@
 // Per-call overhead of generated autocast wrappers against PyTorch's built-in autocast kernels for
 // the same ops. `--mode=builtin` times PyTorch's kernels; `--mode=generated` first loads our
-// libraries (which override them: a process cannot go back) and times the same calls.
+// libraries (which override them: a process cannot go back) and times the same calls;
+// `--mode=generated-stats` does the same with per-op statistics on (docs/insight.md).
 // bench/wrapper_overhead.py alternates the two modes over several rounds and prints the ratios.
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <ATen/autocast_mode.h>
 #include <benchmark/benchmark.h>
 
+#include <autocastgen/runtime/stats.h>
 #include <autocastgen/torch/policy_call.h>
 
 namespace {
@@ -67,17 +70,19 @@ int main(int argc, char** argv) {
   std::string mode = "builtin";
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--mode=", 0) == 0) mode = std::string(argv[i]).substr(7);
-  if (mode != "builtin" && mode != "generated") {
-    std::fprintf(stderr, "usage: %s --mode=builtin|generated [benchmark flags]\n", argv[0]);
+  if (mode != "builtin" && mode != "generated" && mode != "generated-stats") {
+    std::fprintf(stderr, "usage: %s --mode=builtin|generated|generated-stats [benchmark flags]\n", argv[0]);
     return 2;
   }
   benchmark::Initialize(&argc, argv);
   const std::vector<Case> cases = make_cases();
   for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);
-  g_generated = mode == "generated";
+  g_generated = mode != "builtin";
   if (g_generated) {
     load(AUTOCASTGEN_CPU_LIBRARY);
   }
+  std::optional<autocastgen::stats::StatsScope> counting;
+  if (mode == "generated-stats") counting.emplace();
   benchmark::RunSpecifiedBenchmarks();
   return 0;
 }

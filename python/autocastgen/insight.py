@@ -52,13 +52,37 @@ def flush(path: str = "") -> bool:
     return bool(_ops().stats_flush(path))
 
 
-class Stats:
-    """What a ``stats()`` block counted, read when it ends: ``table`` (the JSON object) and ``ops``
-    (``{op: entry}``; an op counted under two policies keeps the one with more calls)."""
+_COUNTS = ("calls", "casts", "cast_bytes", "cache_hits")
 
-    def __init__(self, reset_first: bool, path: str | None) -> None:
-        self._reset_first = reset_first
+
+def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """The counts of `after` less those of `before` (two snapshots), in the file's order."""
+    earlier = {(e["op"], e.get("policy")): e for e in before["ops"]}
+    ops = []
+    for entry in after["ops"]:
+        old = earlier.get((entry["op"], entry.get("policy")))
+        if old is not None:
+            entry = dict(entry)
+            for field in _COUNTS:
+                entry[field] -= old[field]
+            ran_in = {d: n - old["ran_in"].get(d, 0) for d, n in entry["ran_in"].items()}
+            entry["ran_in"] = {d: n for d, n in ran_in.items() if n}
+        if entry["calls"]:
+            ops.append(entry)
+    ops.sort(key=lambda e: (-e["calls"], e["op"], e.get("policy", "")))
+    return {"version": after["version"], "ops": ops}
+
+
+class Stats:
+    """What a ``stats()`` block counted, read when it ends: ``table`` (``{"version": 1, "ops": [...]}``
+    holding the counts made while the block was open; ``input_dtypes`` are those seen since the
+    process's table was last reset) and ``ops`` (``{op: entry}``; an op counted under two rules keeps
+    the one with more calls). The process-wide table is not reset, so an ``AUTOCASTGEN_STATS`` file
+    still gets every count."""
+
+    def __init__(self, path: str | None) -> None:
         self._path = path
+        self._before: dict[str, Any] = {"version": 1, "ops": []}
         self.table: dict[str, Any] = {"version": 1, "ops": []}
 
     @property
@@ -69,19 +93,19 @@ class Stats:
         return found
 
     def __enter__(self) -> Stats:
-        if self._reset_first:
-            reset()
+        self._before = snapshot()
         _ops().stats_enable()
         return self
 
     def __exit__(self, *exc: object) -> None:
         _ops().stats_disable()  # merges this thread first
-        self.table = snapshot()
+        self.table = _difference(snapshot(), self._before)
         if self._path is not None:
             flush(self._path)
 
 
-def stats(reset: bool = True, path: str | None = None) -> Stats:
-    """A context manager that counts while it is open. ``reset``: start from zero (default);
-    ``path``: also write the table to this JSON file when the block ends."""
-    return Stats(reset, path)
+def stats(path: str | None = None) -> Stats:
+    """A context manager that counts while it is open (on every thread; other threads' counts are
+    included once they merged, see the module's doc). ``path``: also write the process-wide table
+    to this JSON file when the block ends."""
+    return Stats(path)

@@ -281,3 +281,25 @@ def test_flush_to_unwritable_path_warns(tmp_path):
     assert ok is False
     assert len(messages) == 1
     assert f"could not write the statistics to '{path}': No such file or directory" in messages[0]
+
+
+def test_blocks_count_their_own_calls_and_the_env_file_keeps_all(tmp_path):
+    # A stats() block reports what it counted (a difference of snapshots) and resets nothing, so the
+    # AUTOCASTGEN_STATS file still holds both blocks.
+    path = tmp_path / "stats.json"
+    result = run_child(
+        f"""
+        torch.ops.load_library({str(CPU_LIBRARY)!r})
+        import autocastgen
+        tables = []
+        for _ in range(2):
+            with autocastgen.stats() as s:
+                linear_example(torch_autocast)
+            tables.append(s.table)
+        print(json.dumps(tables))
+        """,
+        env={"AUTOCASTGEN_STATS": str(path)},
+    )
+    assert last_json(result) == [{"version": 1, "ops": [LINEAR_EXAMPLE]}] * 2
+    doubled = dict(LINEAR_EXAMPLE, calls=6, ran_in={"bfloat16": 6}, casts=10, cast_bytes=960, cache_hits=8)
+    assert json.loads(path.read_text()) == {"version": 1, "ops": [doubled]}

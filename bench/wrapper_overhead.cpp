@@ -1,7 +1,7 @@
 // Per-call overhead of generated autocast wrappers against PyTorch's built-in autocast kernels for
 // the same ops. `--mode=builtin` times PyTorch's kernels; `--mode=generated` first loads our
-// libraries (which override them: a process cannot go back) and times the same calls;
-// `--mode=generated-stats` does the same with per-op statistics on (docs/insight.md).
+// libraries (which override them: a process cannot go back) and times the same calls, each case
+// twice: statistics off, and on (`... [stats on]`, docs/insight.md), interleaved in one process.
 // bench/wrapper_overhead.py alternates the two modes over several rounds and prints the ratios.
 #include <dlfcn.h>
 
@@ -24,6 +24,7 @@ struct Case {
   std::string name;   // e.g. "cpu/mm"
   c10::DeviceType autocast_device;
   std::function<at::Tensor()> call;
+  bool stats = false;  // per-op statistics on while it runs
 };
 
 // Tiny tensors so that dispatch and wrapper overhead dominate.
@@ -48,7 +49,10 @@ void run_case(benchmark::State& state, const Case& c) {
   at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
   at::autocast::set_autocast_enabled(c.autocast_device, true);
   const uint64_t before = autocastgen::torch::wrapper_trace().calls;
+  std::optional<autocastgen::stats::StatsScope> counting;
+  if (c.stats) counting.emplace();
   for (auto _ : state) benchmark::DoNotOptimize(c.call());
+  counting.reset();
   const bool ran_generated = autocastgen::torch::wrapper_trace().calls != before;
   at::autocast::set_autocast_enabled(c.autocast_device, false);
   at::autocast::clear_cache();
@@ -70,19 +74,24 @@ int main(int argc, char** argv) {
   std::string mode = "builtin";
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--mode=", 0) == 0) mode = std::string(argv[i]).substr(7);
-  if (mode != "builtin" && mode != "generated" && mode != "generated-stats") {
-    std::fprintf(stderr, "usage: %s --mode=builtin|generated|generated-stats [benchmark flags]\n", argv[0]);
+  if (mode != "builtin" && mode != "generated") {
+    std::fprintf(stderr, "usage: %s --mode=builtin|generated [benchmark flags]\n", argv[0]);
     return 2;
   }
   benchmark::Initialize(&argc, argv);
-  const std::vector<Case> cases = make_cases();
-  for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);
-  g_generated = mode != "builtin";
+  std::vector<Case> cases = make_cases();
+  g_generated = mode == "generated";
   if (g_generated) {
     load(AUTOCASTGEN_CPU_LIBRARY);
+    const size_t plain = cases.size();
+    for (size_t i = 0; i < plain; ++i) {
+      Case counted = cases[i];
+      counted.name += " [stats on]";
+      counted.stats = true;
+      cases.push_back(counted);
+    }
   }
-  std::optional<autocastgen::stats::StatsScope> counting;
-  if (mode == "generated-stats") counting.emplace();
+  for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);
   benchmark::RunSpecifiedBenchmarks();
   return 0;
 }

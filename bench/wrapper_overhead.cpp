@@ -1,11 +1,13 @@
 // Per-call overhead of generated autocast wrappers against PyTorch's built-in autocast kernels for
 // the same ops. `--mode=builtin` times PyTorch's kernels; `--mode=generated` first loads our
-// libraries (which override them: a process cannot go back) and times the same calls.
+// libraries (which override them: a process cannot go back) and times the same calls, each case
+// twice: statistics off, and on (`... [stats on]`, docs/insight.md), interleaved in one process.
 // bench/wrapper_overhead.py alternates the two modes over several rounds and prints the ratios.
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include <ATen/autocast_mode.h>
 #include <benchmark/benchmark.h>
 
+#include <autocastgen/runtime/stats.h>
 #include <autocastgen/torch/policy_call.h>
 
 namespace {
@@ -21,6 +24,7 @@ struct Case {
   std::string name;   // e.g. "cpu/mm"
   c10::DeviceType autocast_device;
   std::function<at::Tensor()> call;
+  bool stats = false;  // per-op statistics on while it runs
 };
 
 // Tiny tensors so that dispatch and wrapper overhead dominate.
@@ -45,7 +49,10 @@ void run_case(benchmark::State& state, const Case& c) {
   at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
   at::autocast::set_autocast_enabled(c.autocast_device, true);
   const uint64_t before = autocastgen::torch::wrapper_trace().calls;
+  std::optional<autocastgen::stats::StatsScope> counting;
+  if (c.stats) counting.emplace();
   for (auto _ : state) benchmark::DoNotOptimize(c.call());
+  counting.reset();
   const bool ran_generated = autocastgen::torch::wrapper_trace().calls != before;
   at::autocast::set_autocast_enabled(c.autocast_device, false);
   at::autocast::clear_cache();
@@ -72,12 +79,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   benchmark::Initialize(&argc, argv);
-  const std::vector<Case> cases = make_cases();
-  for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);
+  std::vector<Case> cases = make_cases();
   g_generated = mode == "generated";
   if (g_generated) {
     load(AUTOCASTGEN_CPU_LIBRARY);
+    const size_t plain = cases.size();
+    for (size_t i = 0; i < plain; ++i) {
+      Case counted = cases[i];
+      counted.name += " [stats on]";
+      counted.stats = true;
+      cases.push_back(counted);
+    }
   }
+  for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);
   benchmark::RunSpecifiedBenchmarks();
   return 0;
 }

@@ -1,36 +1,62 @@
 #!/usr/bin/env python3
 """Alternates bench_wrapper_overhead in --mode=builtin and --mode=generated processes over several
-rounds (so machine drift hits both alike) and prints median ns/call and the ratio per op."""
+rounds (so machine drift hits both alike) and prints median CPU ns/call (the benchmarks are
+single-threaded, and CPU time is less disturbed than wall time by other work on the machine) and
+the ratio per op. The
+generated process also times every op with per-op statistics on (`<op> [stats on]`), interleaved
+with the same op's statistics-off runs (Google Benchmark's random interleaving), and the ratio
+on / off is printed too. --before BINARY also times another build's --mode=generated (say, one
+from before a change to the drivers) in the same rounds."""
 import argparse, json, statistics, subprocess, sys
 
+STATS_ON = " [stats on]"
 
-def run(binary, mode, min_time):
-    out = subprocess.run([binary, f"--mode={mode}", "--benchmark_format=json", f"--benchmark_min_time={min_time}"],
+
+def run(binary, mode, min_time, repetitions):
+    out = subprocess.run([binary, f"--mode={mode}", "--benchmark_format=json", f"--benchmark_min_time={min_time}",
+                          f"--benchmark_repetitions={repetitions}", "--benchmark_enable_random_interleaving=true"],
                          check=True, capture_output=True, text=True).stdout
     results = json.loads(out)["benchmarks"]
     failed = [f'{b["name"]}: {b["error_message"]}' for b in results if b.get("error_occurred")]
     if failed:
         sys.exit(f"{mode} mode measured the wrong kernels: " + "; ".join(failed))
-    return {b["name"]: b["real_time"] for b in results}
+    times = {}
+    for b in results:
+        if b.get("run_type", "iteration") == "iteration":
+            times.setdefault(b["run_name"], []).append(b["cpu_time"])  # CPU time: less disturbed by other work on a busy machine
+    return times
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="build/bin/bench_wrapper_overhead")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--min-time", default="0.2")
+    ap.add_argument("--repetitions", type=int, default=3, help="interleaved repetitions per process")
+    ap.add_argument("--min-time", default="0.1s")
+    ap.add_argument("--before", metavar="BINARY", help="another build's bench_wrapper_overhead, timed in --mode=generated")
     args = ap.parse_args()
-    samples = {"builtin": {}, "generated": {}}
+    samples = {"builtin": {}, "generated": {}, "before": {}}
     for _ in range(args.rounds):
-        for mode in samples:
-            for name, ns in run(args.binary, mode, args.min_time).items():
-                samples[mode].setdefault(name, []).append(ns)
-    print(f"| op (tiny tensors, bf16 autocast; median of {args.rounds} alternating rounds) "
-          "| PyTorch built-in ns/call | generated ns/call | ratio (goal <= 1.0) |")
-    print("|---|---|---|---|")
-    for name in samples["builtin"]:
-        b, g = statistics.median(samples["builtin"][name]), statistics.median(samples["generated"][name])
-        print(f"| {name} | {b:.0f} | {g:.0f} | {g / b:.2f} |")
+        runs = [("builtin", args.binary), ("generated", args.binary)] + ([("before", args.before)] if args.before else [])
+        for key, binary in runs:
+            mode = "builtin" if key == "builtin" else "generated"
+            for name, ns in run(binary, mode, args.min_time, args.repetitions).items():
+                samples[key].setdefault(name, []).extend(ns)
+    med = {k: {n: statistics.median(v) for n, v in s.items()} for k, s in samples.items()}
+    print(f"| op (tiny tensors, bf16 autocast; medians of {args.rounds} alternating rounds x {args.repetitions} "
+          "interleaved repetitions) | PyTorch built-in ns/call | generated ns/call | ratio (goal <= 1.0) "
+          "| generated, statistics on ns/call | stats on / off (goal <= 1.3) |")
+    print("|---|---|---|---|---|---|")
+    for name in med["builtin"]:
+        b, g, s = med["builtin"][name], med["generated"][name], med["generated"][name + STATS_ON]
+        print(f"| {name} | {b:.0f} | {g:.0f} | {g / b:.2f} | {s:.0f} | {s / g:.2f} |")
+    if args.before:
+        print()
+        print(f"| op (statistics off) | {args.before} ns/call | this build ns/call | ratio |")
+        print("|---|---|---|---|")
+        for name in med["builtin"]:
+            b, g = med["before"][name], med["generated"][name]
+            print(f"| {name} | {b:.0f} | {g:.0f} | {g / b:.3f} |")
 
 
 if __name__ == "__main__":

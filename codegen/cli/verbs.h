@@ -13,6 +13,7 @@ VerbRunner add_schema_verb(CLI::App& app);
 VerbRunner add_check_verb(CLI::App& app);
 VerbRunner add_generate_verb(CLI::App& app);
 VerbRunner add_audit_verb(CLI::App& app);   // audit coverage | audit diff
-VerbRunner add_import_verb(CLI::App& app);  // needs the optional importer; says so when it is absent
+VerbRunner add_import_verb(CLI::App& app);
+VerbRunner add_stats_verb(CLI::App& app);   // per-op autocast statistics files (docs/insight.md)  // needs the optional importer; says so when it is absent
 
 }  // namespace autocastgen::cli

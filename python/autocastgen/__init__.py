@@ -11,15 +11,18 @@ it already) and offers to Python:
 
 * runtime policies: ``load_policy(path_or_yaml_text)``, ``register_runtime_policy``,
   ``clear_runtime_policies`` (errors: ``PolicyError`` with the CLI's diagnostics);
-* ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops.
+* ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
+* per-op autocast statistics: ``with autocastgen.stats() as s: ...`` (docs/insight.md).
 
 See docs/python.md.
 """
 
 from __future__ import annotations
 
+from . import insight
 from ._runtime import load_runtime
 from .grad_scaler import GradScaler
+from .insight import Stats, stats
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
 from .state import (
     AutocastState,
@@ -37,10 +40,12 @@ __all__ = [
     "AutocastState",
     "GradScaler",
     "PolicyError",
+    "Stats",
     "autocast",
     "capture_state",
     "clear_runtime_policies",
     "get_dtype",
+    "insight",
     "is_cache_enabled",
     "is_enabled",
     "load_policy",
@@ -48,6 +53,7 @@ __all__ = [
     "nesting",
     "register_runtime_policy",
     "state_guard",
+    "stats",
     "with_state",
 ]
 

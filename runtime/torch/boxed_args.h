@@ -77,6 +77,8 @@ const BoxedArgs& fill_dtype_arg(const Call<S>& call, const BoxedArgs& args, bool
   if (dtype.isNone()) {
     const std::optional<at::ScalarType> filled = fill_dtype_arg(call, opt_dtype(unset), first_is_eligible);
     if (filled) dtype = static_cast<int64_t>(*filled);
+  } else {
+    call.ran_in(dtype.toScalarType());  // as the typed step notes a dtype given by the caller
   }
   return args;
 }

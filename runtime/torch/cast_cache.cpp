@@ -115,14 +115,21 @@ bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType 
   return state.nesting > 0 && state.cache_enabled && to == state.dtype && !c10::InferenceMode::is_enabled();
 }
 
-}  // namespace
+// What a cast did, for the statistics (own_cast_counted).
+enum class CastOutcome { none, cast, hit };
 
-at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
+at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                             CastOutcome& outcome) {
+  outcome = CastOutcome::none;
   if (!torch::is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
+  outcome = CastOutcome::cast;
   if (!is_cacheable(tensor, to, device)) return tensor.to(to);
   DeviceCache& cache = thread_cache(device);
   const CacheKey key{tensor.unsafeGetTensorImpl(), to};
-  if (const at::Tensor* hit = cache.find(key)) return *hit;
+  if (const at::Tensor* hit = cache.find(key)) {
+    outcome = CastOutcome::hit;
+    return *hit;
+  }
   // The cached cast outlives this call and may be reused with grad mode on: it must record
   // autograd history even when this call runs under no_grad (pytorch #158232).
   at::Tensor cast;
@@ -133,6 +140,30 @@ at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::Device
   cache.insert(key, tensor, cast);
   return cast;
 }
+
+}  // namespace
+
+at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
+  CastOutcome outcome{};
+  return cast_with_outcome(to, tensor, device, outcome);
+}
+
+namespace torch {
+
+at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                            stats::OpCounters& counters) {
+  CastOutcome outcome{};
+  at::Tensor out = cast_with_outcome(to, tensor, device, outcome);
+  if (outcome == CastOutcome::hit) {
+    ++counters.cache_hits;
+  } else if (outcome == CastOutcome::cast) {
+    ++counters.casts;
+    counters.cast_bytes += static_cast<uint64_t>(out.numel()) * out.element_size();
+  }
+  return out;
+}
+
+}  // namespace torch
 
 size_t cast_cache_size(c10::DeviceType device) { return thread_cache(device).size(); }
 

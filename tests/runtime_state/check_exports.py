@@ -17,6 +17,8 @@ REQUIRED = [
     "autocastgen::register_runtime_policy(",
     "autocastgen::AutocastScope::AutocastScope(",
     "autocastgen::cached_cast(",
+    "autocastgen::stats::thread_counters(",
+    "autocastgen::stats::StatsScope::StatsScope(",
 ]
 
 

@@ -22,6 +22,7 @@
 #include "autocastgen/fp8/recipe.h"
 #include "autocastgen/runtime/cast_cache.h"
 #include "autocastgen/runtime/state.h"
+#include "autocastgen/runtime/stats.h"
 
 namespace torch {
 class Library;
@@ -45,6 +46,13 @@ namespace autocastgen::torch {
 TORCH_API at::ScalarType torch_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 TORCH_API at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 
+// The states' casts while statistics are on: the same result as State::cast, and the cast or
+// cache hit counted in `counters` (Note [telling a hit from a cast] in runtime/torch/stats.cpp).
+TORCH_API at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                        stats::OpCounters& counters);
+TORCH_API at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                      stats::OpCounters& counters);
+
 // Note [two states]: whose autocast state a wrapper follows is a type, chosen when the wrapper is
 // generated (`generate --state`, `add_autocast_ops(STATE ...)`) or, for a runtime policy, per call.
 // - TorchState: PyTorch's at::autocast (torch.autocast turns it on; PyTorch's cast cache). The
@@ -58,6 +66,10 @@ struct TorchState {
   static at::Tensor cast(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
     return at::autocast::cached_cast(to, tensor, device);
   }
+  static at::Tensor cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                 stats::OpCounters& counters) {
+    return torch_cast_counted(to, tensor, device, counters);
+  }
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return torch_promote_type(current, tensor, device);
   }
@@ -70,6 +82,10 @@ struct OwnState {
   static at::ScalarType lower_precision(c10::DeviceType device) { return ::autocastgen::autocast_dtype(device); }
   static at::Tensor cast(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
     return ::autocastgen::cached_cast(to, tensor, device);
+  }
+  static at::Tensor cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                 stats::OpCounters& counters) {
+    return own_cast_counted(to, tensor, device, counters);
   }
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return own_promote_type(current, tensor, device);
@@ -113,33 +129,91 @@ std::vector<at::Tensor> cast_each(const Tensors& tensors, const CastOne& cast_on
 
 // One autocast call: excludes the autocast key for its whole life (so the inner call reaches the
 // backend), traces the call, and gives the drivers below the state's reads and casts.
+//
+// Note [counting in the drivers]: statistics (autocastgen/runtime/stats.h) are counted here and
+// nowhere else. While they are off, a call costs one relaxed load and a branch in on(), and a null
+// check per cast; while they are on, on() fetches this thread's counters for (op, policy), every
+// cast goes through State::cast_counted, and the destructor records the dtype the op ran in. The
+// per-call fields are mutable because the drivers hold the Call const and the steps take it by
+// const reference; they are bookkeeping, not the call's behaviour.
 template <typename State>
 class Call {
  public:
   using state_type = State;
 
-  explicit Call(const Site& site) : site_(site), exclude_(site.key) {
+  Call(const Site& site, stats::Policy policy) : site_(site), policy_(policy), exclude_(site.key) {
     WrapperTrace& trace = wrapper_trace();
     trace.last_op = site.op;
     ++trace.calls;
   }
+  ~Call() {
+    if (C10_UNLIKELY(counters_ != nullptr)) finish_counting();
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
 
   [[nodiscard]] const Site& site() const { return site_; }
-  [[nodiscard]] bool on() const { return State::on(site_.device); }
+  // Whether the state is on; when it is, and statistics are on, the call is counted.
+  [[nodiscard]] bool on() const {
+    if (!State::on(site_.device)) return false;
+    if (stats::enabled()) begin_counting();
+    return true;
+  }
   [[nodiscard]] at::ScalarType lower_precision() const { return State::lower_precision(site_.device); }
-  [[nodiscard]] bool eligible(const at::Tensor& tensor) const { return is_eligible(tensor, site_.device); }
+  [[nodiscard]] bool eligible(const at::Tensor& tensor) const {
+    if (C10_UNLIKELY(counters_ != nullptr)) note_input(tensor);
+    return is_eligible(tensor, site_.device);
+  }
   [[nodiscard]] at::Tensor cast(const at::Tensor& tensor, at::ScalarType to) const {
+    if (C10_UNLIKELY(counters_ != nullptr)) return counted_cast(tensor, to);
     return State::cast(to, tensor, site_.device);
   }
   [[nodiscard]] at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor) const {
     return State::promote(current, tensor, site_.device);
   }
-  [[noreturn]] void raise_banned(const char* message) const { ::autocastgen::torch::raise_banned(site_.op, message); }
+  [[noreturn]] void raise_banned(const char* message) const {
+    ran_nowhere_ = true;
+    ::autocastgen::torch::raise_banned(site_.op, message);
+  }
+  // The dtype the casting drivers cast eligible arguments to (ran_in when there was one).
+  void target(at::ScalarType to) const { target_ = to; }
+  // The dtype the op was told to compute in (fp32_set_opt_dtype, fp32_append_dtype).
+  void ran_in(at::ScalarType dtype) const { ran_in_ = dtype; }
   [[nodiscard]] bool cache_enabled() const { return State::cache_enabled(site_.device); }
 
  private:
+  void begin_counting() const {
+    counters_ = stats::thread_counters(site_.op, policy_);
+    ++counters_->calls;
+  }
+  void note_input(const at::Tensor& tensor) const {
+    if (!tensor.defined()) return;
+    const at::ScalarType dtype = tensor.scalar_type();
+    counters_->input_dtypes[static_cast<size_t>(dtype)] = true;
+    if (first_input_ == at::ScalarType::Undefined) first_input_ = dtype;
+  }
+  at::Tensor counted_cast(const at::Tensor& tensor, at::ScalarType to) const {
+    note_input(tensor);
+    if (is_eligible(tensor, site_.device)) eligible_seen_ = true;
+    return State::cast_counted(to, tensor, site_.device, *counters_);
+  }
+  void finish_counting() const {
+    if (ran_nowhere_) return;
+    at::ScalarType ran = ran_in_;
+    if (ran == at::ScalarType::Undefined) ran = eligible_seen_ ? target_ : first_input_;
+    const size_t slot = ran == at::ScalarType::Undefined ? stats::kNoDtype : static_cast<size_t>(ran);
+    ++counters_->ran_in[slot];
+  }
+
   const Site& site_;
+  stats::Policy policy_;
   c10::impl::ExcludeDispatchKeyGuard exclude_;
+  mutable stats::OpCounters* counters_ = nullptr;
+  mutable at::ScalarType target_ = at::ScalarType::Undefined;
+  mutable at::ScalarType ran_in_ = at::ScalarType::Undefined;
+  mutable at::ScalarType first_input_ = at::ScalarType::Undefined;
+  mutable bool eligible_seen_ = false;
+  mutable bool ran_nowhere_ = false;
 };
 
 // fp32_set_opt_dtype's `ScalarType? dtype` argument, marked in the wrapper's call so the driver
@@ -215,9 +289,11 @@ const T& fill_dtype_arg(const Call<S>&, const T& value, bool) {
   return value;
 }
 template <typename S>
-std::optional<at::ScalarType> fill_dtype_arg(const Call<S>&, const OptDtypeArg& dtype, bool first_eligible) {
-  if (dtype.value.has_value() || !first_eligible) return dtype.value;
-  return at::kFloat;
+std::optional<at::ScalarType> fill_dtype_arg(const Call<S>& call, const OptDtypeArg& dtype, bool first_eligible) {
+  const std::optional<at::ScalarType> filled =
+      dtype.value.has_value() || !first_eligible ? dtype.value : std::optional<at::ScalarType>(at::kFloat);
+  if (filled) call.ran_in(*filled);
+  return filled;
 }
 
 // Whether the first argument is an eligible tensor (fp32_set_opt_dtype, fp32_append_dtype).
@@ -253,33 +329,36 @@ decltype(auto) invoke(const Op& op, Args&&... args) {
   else return op.call(std::forward<Args>(args)...);
 }
 
-// ---- The six policies (Note [policy semantics] in codegen/policy/policy.h). Each starts a Call
+// ---- The six cast policies (Note [policy semantics] in codegen/policy/policy.h); fp8 is above. Each starts a Call
 // and, while the state is off, calls the op untouched.
 
 // Every eligible argument cast to the lower-precision dtype.
 template <typename State, typename Op, typename... Args>
 decltype(auto) lower_precision_fp(const Site& site, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::lower_precision_fp);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
+  call.target(to);
   return invoke(op, cast_arg(call, args, to)...);
 }
 
 // Every eligible argument cast to float32.
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp32(const Site& site, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::fp32);
   if (!call.on()) return invoke(op, plain_arg(args)...);
+  call.target(at::kFloat);
   return invoke(op, cast_arg(call, args, at::kFloat)...);
 }
 
 // Every eligible argument cast to the widest floating type among them.
 template <typename State, typename Op, typename... Args>
 decltype(auto) promote(const Site& site, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::promote);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   at::ScalarType to = call.lower_precision();
   ((to = promote_arg(call, to, args)), ...);
+  call.target(to);
   return invoke(op, cast_arg(call, args, to)...);
 }
 
@@ -287,7 +366,7 @@ decltype(auto) promote(const Site& site, const Op& op, const Args&... args) {
 // nothing is cast.
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp32_set_opt_dtype(const Site& site, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::fp32_set_opt_dtype);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   const bool fill = first_eligible(call, first_of(args...));
   return invoke(op, fill_dtype_arg(call, args, fill)...);
@@ -297,15 +376,17 @@ decltype(auto) fp32_set_opt_dtype(const Site& site, const Op& op, const Args&...
 // own dtype when it is not eligible.
 template <typename State, typename Op, typename Redispatch, typename... Args>
 decltype(auto) fp32_append_dtype(const Site& site, const Op& op, const Redispatch& redispatch, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::fp32_append_dtype);
   if (!call.on()) return invoke(op, plain_arg(args)...);
-  return invoke(redispatch, plain_arg(args)..., appended_dtype(call, first_of(args...)));
+  const at::ScalarType dtype = appended_dtype(call, first_of(args...));
+  call.ran_in(dtype);
+  return invoke(redispatch, plain_arg(args)..., dtype);
 }
 
 // Raises with the policy's message.
 template <typename State, typename Op, typename... Args>
 decltype(auto) banned(const Site& site, const char* message, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::banned);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   call.raise_banned(message);
 }
@@ -333,11 +414,14 @@ at::Tensor fp8_result(at::Tensor out, const Args&...) {
 // The GEMM in fp8 when the call can take it; otherwise as lower_precision_fp.
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, const Op& op, const Args&... args) {
-  const Call<State> call(site);
+  const Call<State> call(site, stats::Policy::fp8);
   if (!call.on()) return invoke(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
-  if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled()}, args...))
+  if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled()}, args...)) {
+    call.ran_in(recipe.forward_dtype);
     return fp8_result(std::move(*out), args...);
+  }
+  call.target(to);
   return invoke(op, cast_arg(call, args, to)...);
 }
 

@@ -1,0 +1,98 @@
+// Per-op autocast statistics (docs/insight.md): what the per-policy drivers count, the switch that
+// turns counting on, the C++ scope, and the process-wide table with its JSON form.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <c10/core/ScalarType.h>
+#include <c10/macros/Export.h>
+#include <c10/macros/Macros.h>
+
+namespace autocastgen::stats {
+
+// The rule a driver applied (Note [policy semantics] in codegen/policy/policy.h).
+enum class Policy : uint8_t { lower_precision_fp, fp32, promote, fp32_set_opt_dtype, fp32_append_dtype, banned, fp8 };
+TORCH_API const char* policy_name(Policy policy);
+
+// One slot per dtype (c10::ScalarType), plus one for "none" (no tensor input).
+inline constexpr size_t kDtypeSlots = static_cast<size_t>(c10::ScalarType::NumOptions) + 1;
+inline constexpr size_t kNoDtype = kDtypeSlots - 1;
+
+// Note [what the statistics count]
+// Per op overload and rule, for the calls in which autocast was on (a wrapper of an OwnState
+// library whose state is off calls the op untouched and counts nothing):
+// - calls: driver calls;
+// - ran_in[dtype]: the dtype the op's eligible (floating, on the device, not float64) inputs were
+//   cast to, whether or not a conversion was needed; when the op had no eligible input, the dtype
+//   of its first tensor input; for fp32_set_opt_dtype and fp32_append_dtype the dtype the op was
+//   told to compute in (float32 when autocast filled it in); for fp8 the forward fp8 dtype when the
+//   GEMM ran in fp8, else (shapes or device fp8 cannot take) the lower-precision dtype. banned
+//   calls raise and run in nothing;
+// - input_dtypes: bit set of the dtypes of every tensor argument seen;
+// - casts: tensors converted by this call; a cast taken from a cast cache is a cache hit, not a cast;
+// - cast_bytes: numel × element size of the tensors those casts created;
+// - cache_hits: casts served from a cast cache (PyTorch's for TorchState, autocastgen's for
+//   OwnState; Note [telling a hit from a cast] in runtime/torch/stats.cpp).
+struct OpCounters {
+  uint64_t calls = 0;
+  uint64_t casts = 0;
+  uint64_t cast_bytes = 0;
+  uint64_t cache_hits = 0;
+  std::array<uint64_t, kDtypeSlots> ran_in{};
+  std::array<bool, kDtypeSlots> input_dtypes{};
+
+  void add(const OpCounters& other);
+};
+
+namespace detail {
+// Non-zero while statistics are on: AUTOCASTGEN_STATS counts one, every enable() (StatsScope,
+// torch.ops.autocastgen.stats_enable) one more. Read relaxed on every driver call.
+TORCH_API extern std::atomic<int> g_enabled;
+}  // namespace detail
+
+// Whether statistics are on: one relaxed load, the drivers' only cost while they are off.
+inline bool enabled() { return C10_UNLIKELY(detail::g_enabled.load(std::memory_order_relaxed) != 0); }
+
+// This thread's counters of (op, policy), created on first use. `op` is `ns::name[.overload]`; it
+// need only live for the call. Never null; valid until this thread ends.
+TORCH_API OpCounters* thread_counters(const char* op, Policy policy);
+
+// Counting on or off for the whole process; enable/disable nest (a disable without its enable is
+// ignored). AUTOCASTGEN_STATS keeps counting on for the life of the process.
+TORCH_API void enable();
+TORCH_API void disable();
+
+// Adds this thread's counts to the process-wide table and zeroes them. Runs when a StatsScope
+// ends, when a thread ends, and in snapshot_json/flush; other threads' counts reach the table only
+// then (the drivers never lock).
+TORCH_API void merge_thread();
+
+// The process-wide table (after merging this thread) as `{"version": 1, "ops": [...]}`, ops sorted
+// by calls (descending), then op, then policy.
+[[nodiscard]] TORCH_API std::string snapshot_json();
+
+// Drops every count: the table, this thread's, and (lazily, on their next call or merge) other
+// threads' unmerged counts.
+TORCH_API void reset();
+
+// Writes snapshot_json() to `path` (empty: the AUTOCASTGEN_STATS file), through a temporary file
+// renamed into place. A failure warns (TORCH_WARN) and returns false; it never throws.
+TORCH_API bool flush(const std::string& path = "");
+
+// The AUTOCASTGEN_STATS file, empty when the variable is unset.
+[[nodiscard]] TORCH_API const std::string& env_path();
+
+// Counts while it lives (on every thread), and merges the constructing thread's counts into the
+// table when it ends. Not copyable; end it on the thread that made it.
+class TORCH_API StatsScope {
+ public:
+  StatsScope();
+  ~StatsScope();
+  StatsScope(const StatsScope&) = delete;
+  StatsScope& operator=(const StatsScope&) = delete;
+};
+
+}  // namespace autocastgen::stats

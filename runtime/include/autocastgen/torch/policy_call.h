@@ -329,8 +329,8 @@ decltype(auto) invoke(const Op& op, Args&&... args) {
   else return op.call(std::forward<Args>(args)...);
 }
 
-// ---- The six cast policies (Note [policy semantics] in codegen/policy/policy.h); fp8 is above. Each starts a Call
-// and, while the state is off, calls the op untouched.
+// ---- The six cast policies (Note [policy semantics] in codegen/policy/policy.h; fp8 is above).
+// Each starts a Call and, while the state is off, calls the op untouched.
 
 // Every eligible argument cast to the lower-precision dtype.
 template <typename State, typename Op, typename... Args>

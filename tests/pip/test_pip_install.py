@@ -143,3 +143,15 @@ def test_rpaths_are_relative_to_the_package(venv):
     assert "$ORIGIN/../lib" in cli, cli
     assert ":$ORIGIN:$ORIGIN/../../torch/lib]" in runtime or "[$ORIGIN:$ORIGIN/../../torch/lib" in runtime, runtime
     assert str(REPO) not in cli + runtime, "an installed binary points into the build tree"
+
+
+def test_consumer_example_builds_against_the_installed_package(venv, tmp_path):
+    """examples/consumer (add_autocast_ops + the runtime) built and run with the pip package's CMake package."""
+    prefix = _run([venv["python"], "-m", "autocastgen", "--cmake-dir"], cwd=venv["work"]).stdout.strip()
+    build = tmp_path / "consumer"
+    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
+    _run(["cmake", "-S", REPO / "examples" / "consumer", "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}",
+          f"-DPython3_EXECUTABLE={venv['python']}", *launcher], cwd=venv["work"])
+    _run(["cmake", "--build", build, "-j2"], cwd=venv["work"], timeout=1200)
+    done = _run([build / "consumer_demo"], cwd=venv["work"])
+    assert "consumer: ok" in done.stdout, done.stdout

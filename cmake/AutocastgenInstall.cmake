@@ -40,3 +40,23 @@ install(FILES ${PROJECT_BINARY_DIR}/autocastgenConfig.cmake ${PROJECT_BINARY_DIR
 if(TARGET autocastgen_import)
   install(TARGETS autocastgen_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+
+# Note [the pip package's layout]
+# Under scikit-build-core (pyproject.toml) the install prefix is site-packages/autocastgen, the
+# Python package's own folder: bin/autocastgen, lib/libautocastgen_runtime_torch.so,
+# lib/cmake/autocastgen, include/, share/autocastgen/{templates,policies} sit beside __init__.py.
+# The runtime finds libtorch through torch being imported first (autocastgen/_runtime.py imports
+# it), through the build machine's torch/lib (the link's -rpath), or through site-packages/torch/lib
+# beside us ($ORIGIN/../../torch/lib) when torch and autocastgen share a site-packages.
+# _build_info.py records the torch the wheel was built against; importing checks it.
+if(SKBUILD AND TARGET autocastgen_runtime_torch)
+  set_target_properties(autocastgen_runtime_torch PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/../../torch/lib")
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py CONTENT
+"\"\"\"How this autocastgen package was built (written by cmake/AutocastgenInstall.cmake).\"\"\"
+
+VERSION = \"${PROJECT_VERSION}\"
+TORCH_VERSION = \"${AUTOCASTGEN_TORCH_VERSION}\"
+TORCH_CUDA_VERSION = \"${AUTOCASTGEN_TORCH_CUDA_VERSION}\"
+")
+  install(FILES ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py DESTINATION .)
+endif()

@@ -22,9 +22,26 @@ def _candidates() -> list[Path]:
     override = os.environ.get(ENVIRONMENT_VARIABLE)
     if override:
         found.append(Path(override))
+    found.append(here / "lib" / LIBRARY_NAME)  # the pip package (Note [the pip package's layout])
     found.append(here / LIBRARY_NAME)  # a package that carries its own copy
     found.append(here.parent.parent / "lib" / LIBRARY_NAME)  # the build tree: build/python/autocastgen -> build/lib
     return found
+
+
+def _check_torch_release() -> None:
+    """A pip-installed package runs only with the torch release it was built against."""
+    try:
+        from . import _build_info  # written by CMake into the pip package only
+    except ImportError:
+        return
+    built = _build_info.TORCH_VERSION.split("+")[0].split(".")[:2]
+    running = torch.__version__.split("+")[0].split(".")[:2]
+    if built != running:
+        raise ImportError(
+            f"autocastgen: this package was built against torch {_build_info.TORCH_VERSION} but torch "
+            f"{torch.__version__} is imported; reinstall autocastgen with this torch "
+            "(pip install --no-build-isolation --force-reinstall <clone>)"
+        )
 
 
 def _ops_registered() -> bool:
@@ -52,6 +69,7 @@ def load_runtime() -> str:
         if _ops_registered():
             _loaded_from = "already loaded"
             return _loaded_from
+        _check_torch_release()
         tried = _candidates()
         for path in tried:
             if path.is_file():

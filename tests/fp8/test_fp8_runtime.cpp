@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include "autocastgen/fp8/fp8.h"
+#include "autocastgen/torch/compat.h"
 
 namespace autocastgen::fp8 {
 namespace {
@@ -44,18 +45,13 @@ std::pair<at::Tensor, at::Tensor> quantize(const at::Tensor& x, c10::ScalarType 
   return {(x.detach().to(at::kFloat) * scale).clamp(-max, max).to(fp8), scale.reciprocal()};
 }
 
-// The reference GEMM: PyTorch's own _scaled_mm (2.4's takes the scales as keywords after the bias
-// and also returns an amax).
+// The reference GEMM: PyTorch's own _scaled_mm.
 at::Tensor scaled_mm(const at::Tensor& a, const at::Tensor& b, const at::Tensor& sa, const at::Tensor& sb,
                      c10::ScalarType out_dtype, bool fast_accum = false) {
-#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 5
-  return std::get<0>(at::_scaled_mm(a, b, std::nullopt, out_dtype, sa, sb, std::nullopt, fast_accum));
-#else
-  return at::_scaled_mm(a, b, sa, sb, std::nullopt, std::nullopt, out_dtype, fast_accum);
-#endif
+  return autocastgen::torch::compat::scaled_mm(a, b, sa, sb, std::nullopt, out_dtype, fast_accum);
 }
 
-// PyTorch has a CPU _scaled_mm from 2.8 or so (2.11 has one; 2.4 and 2.7 do not).
+// Whether this PyTorch has a CPU _scaled_mm (2.11 and 2.15 have one; 2.4 and 2.7 do not).
 bool cpu_scaled_mm() {
   const auto op = c10::Dispatcher::singleton().findOp({"aten::_scaled_mm", ""});
   return op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
@@ -147,7 +143,7 @@ TEST_F(Fp8Gemm, LinearAndGradientsMatchTheReference) {
   const at::Tensor y = fp8_linear(x, w, std::nullopt, Recipe{}, at::kBFloat16);
   ASSERT_EQ(y.scalar_type(), at::kBFloat16);
   const at::Tensor gy = input(16, 32, 2).to(at::kBFloat16);
-  torch::autograd::backward({y}, {gy});
+  ::torch::autograd::backward({y}, {gy});
   const auto [qx, ix] = quantize(x, at::kFloat8_e4m3fn);
   const auto [qw, iw] = quantize(w, at::kFloat8_e4m3fn);
   const auto [qg, ig] = quantize(gy, at::kFloat8_e5m2);

@@ -8,16 +8,16 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
-#include <torch/version.h>
 
 #include "autocastgen/fp8/fp8.h"
+#include "autocastgen/torch/compat.h"
 #include "operand.h"
 
 namespace autocastgen::fp8 {
 namespace {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
+using ::torch::autograd::AutogradContext;
+using ::torch::autograd::variable_list;
 
 // --- Support --------------------------------------------------------------------------------------
 
@@ -87,12 +87,7 @@ at::Tensor scaled_gemm(at::Tensor a, const at::Tensor& sa, at::Tensor b, const a
     if (!a.is_contiguous()) a = a.contiguous();
     if (!is_column_major(b)) b = b.t().contiguous().t();
   }
-#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 5
-  // 2.4's _scaled_mm takes the scales as optional keywords after the bias and also returns an amax.
-  return std::get<0>(at::_scaled_mm(a, b, bias, out_dtype, sa, sb, std::nullopt, fast_accum));
-#else
-  return at::_scaled_mm(a, b, sa, sb, bias, std::nullopt, out_dtype, fast_accum);
-#endif
+  return ::autocastgen::torch::compat::scaled_mm(a, b, sa, sb, bias, out_dtype, fast_accum);
 }
 
 at::Tensor times(const at::Tensor& inv_scale, double alpha) { return alpha == 1.0 ? inv_scale : inv_scale * alpha; }
@@ -117,7 +112,7 @@ struct GemmSpec {
 // each produced directly in its parameter's dtype; grad add = beta * G summed to add's shape, in
 // float32 then add's dtype. The forward GEMM uses fast accumulation and the gradient GEMMs do
 // not, as torchao's default recipe does.
-class Fp8Gemm : public torch::autograd::Function<Fp8Gemm> {
+class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
  public:
   // `add` is optional rather than undefined: autograd records a device for every tensor input.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b,

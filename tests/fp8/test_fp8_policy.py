@@ -11,6 +11,7 @@ linear, mm and addmm):
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 
@@ -144,6 +145,25 @@ def test_shapes_fp8_cannot_take_run_in_bfloat16(ops):
     assert ops.fp8_weight_cache_stats()[0] == 0  # nothing was quantised
     # And outside autocast nothing changes.
     assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+
+
+def test_statistics_show_fp8_calls_and_fallbacks(ops):
+    # docs/fp8.md, "Statistics": one row per op under policy fp8; ran_in tells fp8 from fallback.
+    fits, does_not = torch.nn.Linear(64, 48), torch.nn.Linear(60, 48)
+    ops.stats_reset()
+    ops.stats_enable()
+    try:
+        with autocast():
+            fits(act(16, 64))
+            does_not(act(16, 60))
+        snapshot = json.loads(ops.stats_snapshot())
+    finally:
+        ops.stats_disable()
+        ops.stats_reset()
+    rows = [row for row in snapshot["ops"] if row["op"] == "aten::linear"]
+    assert len(rows) == 1, rows
+    assert rows[0]["policy"] == "fp8" and rows[0]["calls"] == 2
+    assert rows[0]["ran_in"] == {"float8_e4m3fn": 1, "bfloat16": 1}
 
 
 def test_shared_weight_is_quantised_once_per_scope(ops):

@@ -210,11 +210,17 @@ TEST_F(Stats, BannedCountsCallsAndRunsNowhere) {
 
 TEST_F(Stats, EightThreadsAddUp) {
   const stats::StatsScope counting;
+  // Each thread its own module (its own weights, its own per-thread cache) and input, made here:
+  // the first at::randn of a thread creates PyTorch's CPU generator inside libtorch, which
+  // ThreadSanitizer cannot see synchronised (libtorch is not instrumented).
+  const std::vector<Linear> modules(8);
+  std::vector<at::Tensor> inputs;
+  for (int t = 0; t < 8; ++t) inputs.push_back(at::randn({4, 8}));
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([] {
-      const Linear m;  // each thread its own module: its own weights, its own (per-thread) cache
-      const at::Tensor x = at::randn({4, 8});
+    threads.emplace_back([&modules, &inputs, t] {
+      const Linear& m = modules[static_cast<size_t>(t)];
+      const at::Tensor& x = inputs[static_cast<size_t>(t)];
       const autocastgen::AutocastScope scope(at::kCPU, at::kBFloat16);
       for (int i = 0; i < 3; ++i) (void)linear_driver<rt::OwnState>(x, m);
     });  // the thread's counts merge when it ends

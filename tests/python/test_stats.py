@@ -279,8 +279,10 @@ def test_flush_to_unwritable_path_warns(tmp_path):
     )
     ok, messages = last_json(result)
     assert ok is False
-    assert len(messages) == 1
-    assert f"could not write the statistics to '{path}': No such file or directory" in messages[0]
+    # torch 2.15 turns the C++ warning into a Python warning; 2.11 prints it to stderr instead.
+    expected = f"could not write the statistics to '{path}': No such file or directory"
+    warned = [m for m in messages if expected in m] + [line for line in result.stderr.splitlines() if expected in line]
+    assert len(warned) == 1, (messages, result.stderr)
 
 
 def test_blocks_count_their_own_calls_and_the_env_file_keeps_all(tmp_path):

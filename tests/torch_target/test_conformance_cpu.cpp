@@ -340,6 +340,10 @@ const std::map<std::string, std::string>& may_throw() {
 // compared by dtype, sizes and strides only. Keyed by op, then output index, with the reason.
 const std::map<std::string, std::map<size_t, std::string>>& unspecified_outputs() {
   static const std::map<std::string, std::map<size_t, std::string>> table = {
+      {"linalg_lstsq",
+       {{0, "the solution from LAPACK's driver on PyTorch's threads: not bitwise reproducible from call to "
+            "call on a loaded 2-core machine (torch 2.11: 3 of 6 elements differed in the last bit while "
+            "the irreproducibility probe's own calls agreed)"}}},
       {"mkldnn_rnn_layer",
        {{3, "the oneDNN workspace: allocated with at::empty and only partly written, so its other bytes are "
             "whatever the allocator returned (filling freed memory with a pattern before the call makes "

@@ -33,16 +33,6 @@ namespace {
 // A manifest entry's members besides the policy language's own.
 constexpr std::array<std::string_view, 4> kManifestOnlyKeys = {"policy", "schema", "wrapper", "dispatch_key"};
 
-// JSON's names for what a node is (a manifest is JSON read as YAML).
-std::string_view json_kind(const YamlNode& node) {
-  switch (node.kind()) {
-    case YamlNode::Kind::mapping: return "an object";
-    case YamlNode::Kind::sequence: return "an array";
-    case YamlNode::Kind::scalar: return "a scalar";
-    case YamlNode::Kind::null: return "null";
-  }
-  return "a scalar";
-}
 
 class ManifestReader {
  public:
@@ -52,7 +42,7 @@ class ManifestReader {
     const size_t errors_before = diags_.error_count();
     if (!root.is_mapping()) {
       diags_.error(root.location(),
-                   fmt::format("a manifest is a JSON object with 'device', 'dispatch_key' and 'ops'; found {}", json_kind(root)));
+                   fmt::format("a manifest is a JSON object with 'device', 'dispatch_key' and 'ops'; found {}", root.describe_json()));
       return std::nullopt;
     }
     if (const YamlNode* device = required(root, "device"))
@@ -65,7 +55,7 @@ class ManifestReader {
     if (const YamlNode* recipe = root.find("fp8")) policy.fp8 = fields_.fp8(*recipe);
     if (const YamlNode* ops = required(root, "ops")) {
       if (!ops->is_sequence()) {
-        diags_.error(ops->location(), fmt::format("'ops' must be an array of objects, found {}", json_kind(*ops)));
+        diags_.error(ops->location(), fmt::format("'ops' must be an array of objects, found {}", ops->describe_json()));
       } else {
         std::unordered_map<std::string, size_t> seen;  // op -> index in entries
         for (const YamlNode& item : ops->items()) read_op(item, policy, seen);
@@ -99,7 +89,7 @@ class ManifestReader {
 
   void read_op(const YamlNode& item, policy::ResolvedPolicy& policy, std::unordered_map<std::string, size_t>& seen) {
     if (!item.is_mapping()) {
-      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'policy', found {}", json_kind(item)));
+      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'policy', found {}", item.describe_json()));
       return;
     }
     const YamlNode* policy_name = required(item, "policy");

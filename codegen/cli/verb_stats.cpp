@@ -33,16 +33,6 @@ struct StatsOptions {
   bool json = false;
 };
 
-// JSON's names for what a node is (the file is JSON read as YAML).
-std::string json_kind(const YamlNode& node) {
-  switch (node.kind()) {
-    case YamlNode::Kind::mapping: return "an object";
-    case YamlNode::Kind::sequence: return "an array";
-    case YamlNode::Kind::scalar: return "a scalar";
-    case YamlNode::Kind::null: return "null";
-  }
-  return "a scalar";
-}
 
 // One op overload under one rule, as the runtime wrote it (runtime/include/autocastgen/runtime/stats.h).
 struct OpStats {
@@ -71,19 +61,19 @@ class StatsReader {
       diags_.error(root.location(),
                    fmt::format("not an autocastgen statistics file: expected an object with 'version' and 'ops' (as "
                                "AUTOCASTGEN_STATS writes), found {}",
-                               root.is_mapping() ? "an object without them" : json_kind(root)));
+                               root.is_mapping() ? "an object without them" : root.describe_json()));
       return std::nullopt;
     }
     const YamlNode& version = *root.find("version");
     if (!version.is_scalar() || version.scalar() != "1") {
       diags_.error(version.location(), fmt::format("unsupported statistics file version '{}' (this autocastgen reads version 1)",
-                                                   version.is_scalar() ? version.scalar() : json_kind(version)));
+                                                   version.is_scalar() ? version.scalar() : version.describe_json()));
       return std::nullopt;
     }
     const YamlNode& ops = *root.find("ops");
     std::vector<OpStats> out;
     if (!ops.is_sequence()) {
-      diags_.error(ops.location(), fmt::format("'ops' must be an array of objects, found {}", json_kind(ops)));
+      diags_.error(ops.location(), fmt::format("'ops' must be an array of objects, found {}", ops.describe_json()));
       return std::nullopt;
     }
     std::map<std::pair<std::string, std::string>, SourceLocation> seen;
@@ -104,7 +94,7 @@ class StatsReader {
  private:
   std::optional<OpStats> read_op(const YamlNode& item) {
     if (!item.is_mapping()) {
-      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'calls', found {}", json_kind(item)));
+      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'calls', found {}", item.describe_json()));
       return std::nullopt;
     }
     OpStats op;
@@ -112,7 +102,7 @@ class StatsReader {
     if (const YamlNode* name = required(item, "op"); name && name->is_scalar() && !name->scalar().empty()) {
       op.op = name->scalar();
     } else {
-      if (name) diags_.error(name->location(), fmt::format("'op' must be an op name such as \"aten::linear\", found {}", json_kind(*name)));
+      if (name) diags_.error(name->location(), fmt::format("'op' must be an op name such as \"aten::linear\", found {}", name->describe_json()));
       ok = false;
     }
     if (const YamlNode* policy = item.find("policy")) {
@@ -122,7 +112,7 @@ class StatsReader {
     ok = count(item, "calls", op.calls, true) && ok;
     if (const YamlNode* ran_in = required(item, "ran_in")) {
       if (!ran_in->is_mapping()) {
-        ok = error(*ran_in, fmt::format("'ran_in' must be an object of dtype name to calls, found {}", json_kind(*ran_in)));
+        ok = error(*ran_in, fmt::format("'ran_in' must be an object of dtype name to calls, found {}", ran_in->describe_json()));
       } else {
         for (const auto& [dtype, calls] : ran_in->pairs()) {
           uint64_t value = 0;
@@ -157,7 +147,7 @@ class StatsReader {
     const auto [ptr, ec] = std::from_chars(text.data(), end, value);
     if (!node.is_scalar() || text.empty() || ec != std::errc() || ptr != end)
       return error(node, fmt::format("{} must be a non-negative integer, found {}", what,
-                                     node.is_scalar() ? "'" + text + "'" : json_kind(node)));
+                                     node.is_scalar() ? "'" + text + "'" : node.describe_json()));
     return true;
   }
 

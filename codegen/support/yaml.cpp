@@ -35,6 +35,16 @@ std::string_view YamlNode::describe() const {
   return "a value";
 }
 
+std::string_view YamlNode::describe_json() const {
+  switch (kind_) {
+    case Kind::null: return "null";
+    case Kind::scalar: return "a scalar";
+    case Kind::sequence: return "an array";
+    case Kind::mapping: return "an object";
+  }
+  return "a value";
+}
+
 namespace {
 
 bool is_yaml_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }

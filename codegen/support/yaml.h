@@ -40,6 +40,8 @@ class YamlNode {
 
   // A short human name for diagnostics: "a scalar", "a sequence", ...
   [[nodiscard]] std::string_view describe() const;
+  // The same in JSON's words ("an object", "an array", ...), for JSON documents read as YAML.
+  [[nodiscard]] std::string_view describe_json() const;
 
  private:
   friend class YamlTreeBuilder;

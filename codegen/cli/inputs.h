@@ -32,11 +32,7 @@ struct SchemaInputs {
   model::SchemaSet schemas;
   std::vector<uint32_t> files;                       // buffer ids of the schema files, in order
   std::optional<model::TorchVersion> torch_version;  // nullopt: no --torch-version and none found
-  [[nodiscard]] policy::ResolveTarget target() const {
-    policy::ResolveTarget target;
-    target.torch_version = torch_version;
-    return target;
-  }
+  [[nodiscard]] policy::ResolveTarget target() const { return {torch_version}; }
 };
 
 // Adds `--schemas FILE...` and `--torch-version X.Y[.Z]` to a verb.

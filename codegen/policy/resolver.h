@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/op_history.h"
@@ -20,6 +21,10 @@ namespace autocastgen::policy {
 
 // The PyTorch release a resolution targets: what release gates compare with (Note [release gates]).
 struct ResolveTarget {
+  ResolveTarget() = default;
+  // The common case: a target release, the built-in op history, the policy's own key.
+  ResolveTarget(std::optional<model::TorchVersion> release) : torch_version(std::move(release)) {}  // NOLINT(google-explicit-constructor)
+
   // The release whose schemas are given; without it a gated entry is an error.
   std::optional<model::TorchVersion> torch_version;
   // Which releases define each aten overload: tells "absent in this release" from "unknown".

@@ -42,9 +42,7 @@ namespace autocastgen {
 namespace {
 // Release gates in runtime policies compare with the PyTorch this library was built against.
 policy::ResolveTarget running_release() {
-  policy::ResolveTarget target;
-  target.torch_version = model::TorchVersion(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
-  return target;
+  return {model::TorchVersion(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH)};
 }
 }  // namespace
 

@@ -48,9 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::optional<policy::ResolvedPolicy> resolved;
   if (parsed) {
     // A fixed target release, so release gates resolve too (Note [release gates]).
-    policy::ResolveTarget target;
-    target.torch_version = model::TorchVersion(2, 9);
-    resolved = policy::resolve_policy({*parsed}, *fixture.schemas, diags, target);
+    resolved = policy::resolve_policy({*parsed}, *fixture.schemas, diags, {model::TorchVersion(2, 9)});
     FUZZ_CHECK(resolved.has_value() == !diags.has_errors(), out.str());
   }
   for (const Diagnostic& d : diags.diagnostics()) {

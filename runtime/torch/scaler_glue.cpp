@@ -4,20 +4,18 @@
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
+#include "kernel_dtype.h"
+
 namespace autocastgen::torch_glue {
 namespace {
 
 constexpr const char* kUnscale = "autocastgen::non_finite_check_and_unscale_";
 
+// The gradients' dtypes are checked before they are staged.
 kernels::DType to_kernel_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat: return kernels::DType::Float32;
-    case at::kHalf: return kernels::DType::Float16;
-    case at::kBFloat16: return kernels::DType::BFloat16;
-    case at::kDouble: return kernels::DType::Float64;
-    default: break;
-  }
-  TORCH_INTERNAL_ASSERT(false, "unchecked dtype ", t);
+  const std::optional<kernels::DType> dtype = kernel_dtype(t);
+  TORCH_INTERNAL_ASSERT(dtype, "unchecked dtype ", t);
+  return *dtype;
 }
 
 void check_one_element(const char* op, const char* name, const at::Tensor& t, at::ScalarType dtype) {

@@ -12,25 +12,22 @@
 
 #include "autocastgen/kernels/fp8_cpu.h"
 #include "autocastgen/kernels/fp8_scale.h"
+#include "../kernel_dtype.h"
 
 namespace autocastgen::fp8::detail {
+
+kernels::fp8::Fp8Source source_of(const at::Tensor& x) {
+  TORCH_INTERNAL_ASSERT(x.is_contiguous(), "autocastgen fp8: the quantiser takes contiguous tensors");
+  const c10::ScalarType t = x.scalar_type();
+  const std::optional<kernels::DType> dtype = kernel_dtype(t);
+  TORCH_CHECK(dtype && *dtype != kernels::DType::Float64, "autocastgen fp8: cannot quantise a ", t,
+              " tensor (float32, bfloat16 or float16 only)");
+  return {x.const_data_ptr(), x.numel(), *dtype};
+}
+
 namespace {
 
 namespace k8 = kernels::fp8;
-
-kernels::DType kernel_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return kernels::DType::Float32;
-    case c10::ScalarType::BFloat16: return kernels::DType::BFloat16;
-    case c10::ScalarType::Half: return kernels::DType::Float16;
-    default: TORCH_CHECK(false, "autocastgen fp8: cannot quantise a ", t, " tensor (float32, bfloat16 or float16 only)");
-  }
-}
-
-k8::Fp8Source source_of(const at::Tensor& x) {
-  TORCH_INTERNAL_ASSERT(x.is_contiguous(), "autocastgen fp8: the quantiser takes contiguous tensors");
-  return {x.const_data_ptr(), x.numel(), kernel_dtype(x.scalar_type())};
-}
 
 float host_float(const at::Tensor& t) { return *t.const_data_ptr<float>(); }
 

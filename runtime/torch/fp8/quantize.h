@@ -8,11 +8,15 @@
 #include <c10/core/ScalarType.h>
 
 #include "autocastgen/kernels/fp8_element.h"
+#include "autocastgen/kernels/fp8_source.h"
 
 namespace autocastgen::fp8::detail {
 
 // A tensor in fp8: data has the source's shape (contiguous); the GEMM multiplies by inv_scale,
 // a 0-dim float32 tensor on the data's device (1/scale, or NaN for a non-finite source).
+// The kernels' view of a contiguous float32/bfloat16/float16 tensor; other dtypes are refused.
+kernels::fp8::Fp8Source source_of(const at::Tensor& x);
+
 struct Quantized {
   at::Tensor data;
   at::Tensor inv_scale;

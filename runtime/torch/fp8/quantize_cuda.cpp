@@ -11,20 +11,6 @@ namespace {
 
 namespace k8 = kernels::fp8;
 
-kernels::DType kernel_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Float: return kernels::DType::Float32;
-    case c10::ScalarType::BFloat16: return kernels::DType::BFloat16;
-    case c10::ScalarType::Half: return kernels::DType::Float16;
-    default: TORCH_CHECK(false, "autocastgen fp8: cannot quantise a ", t, " tensor (float32, bfloat16 or float16 only)");
-  }
-}
-
-k8::Fp8Source source_of(const at::Tensor& x) {
-  TORCH_INTERNAL_ASSERT(x.is_contiguous(), "autocastgen fp8: the quantiser takes contiguous tensors");
-  return {x.const_data_ptr(), x.numel(), kernel_dtype(x.scalar_type())};
-}
-
 void* stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
 // Everything on PyTorch's current stream of the tensor's device; scalars stay on the device, so

@@ -259,24 +259,70 @@ Support fp8_addmm_support(const at::Tensor& self, const at::Tensor& mat1, const 
   return yes();
 }
 
-at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                      const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
+namespace {
+
+// Each GEMM given its support answer: fp8_* (which throws when unsupported) and try_fp8_* (which
+// returns nullopt) ask the rule once.
+at::Tensor linear_gemm(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options, const Support& support) {
   GemmSpec spec{true, 1.0, 1.0, recipe, out_dtype, options};
   const std::optional<at::Tensor> add = bias.has_value() && bias->defined() ? bias : std::nullopt;
-  return run(input, weight, add, spec, fp8_linear_support(input, weight, bias, out_dtype), "autocastgen::fp8::fp8_linear");
+  return run(input, weight, add, spec, support, "autocastgen::fp8::fp8_linear");
+}
+
+at::Tensor mm_gemm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
+                   const CallOptions& options, const Support& support) {
+  GemmSpec spec{false, 1.0, 1.0, recipe, out_dtype, options};
+  return run(self, mat2, std::nullopt, spec, support, "autocastgen::fp8::fp8_mm");
+}
+
+at::Tensor addmm_gemm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                      const c10::Scalar& alpha, const Recipe& recipe, c10::ScalarType out_dtype,
+                      const CallOptions& options, const Support& support) {
+  GemmSpec spec{false, real_scalar(alpha, "alpha"), real_scalar(beta, "beta"), recipe, out_dtype, options};
+  return run(mat1, mat2, self, spec, support, "autocastgen::fp8::fp8_addmm");
+}
+
+}  // namespace
+
+at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                      const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
+  return linear_gemm(input, weight, bias, recipe, out_dtype, options, fp8_linear_support(input, weight, bias, out_dtype));
 }
 
 at::Tensor fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
                   const CallOptions& options) {
-  GemmSpec spec{false, 1.0, 1.0, recipe, out_dtype, options};
-  return run(self, mat2, std::nullopt, spec, fp8_mm_support(self, mat2, out_dtype), "autocastgen::fp8::fp8_mm");
+  return mm_gemm(self, mat2, recipe, out_dtype, options, fp8_mm_support(self, mat2, out_dtype));
 }
 
 at::Tensor fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                      const c10::Scalar& alpha, const Recipe& recipe, c10::ScalarType out_dtype,
                      const CallOptions& options) {
-  GemmSpec spec{false, real_scalar(alpha, "alpha"), real_scalar(beta, "beta"), recipe, out_dtype, options};
-  return run(mat1, mat2, self, spec, fp8_addmm_support(self, mat1, mat2, out_dtype), "autocastgen::fp8::fp8_addmm");
+  return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options,
+                    fp8_addmm_support(self, mat1, mat2, out_dtype));
+}
+
+std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias, const Recipe& recipe,
+                                         c10::ScalarType out_dtype, const CallOptions& options) {
+  const Support support = fp8_linear_support(input, weight, bias, out_dtype);
+  if (!support) return std::nullopt;
+  return linear_gemm(input, weight, bias, recipe, out_dtype, options, support);
+}
+
+std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe,
+                                     c10::ScalarType out_dtype, const CallOptions& options) {
+  const Support support = fp8_mm_support(self, mat2, out_dtype);
+  if (!support) return std::nullopt;
+  return mm_gemm(self, mat2, recipe, out_dtype, options, support);
+}
+
+std::optional<at::Tensor> try_fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                                        const c10::Scalar& beta, const c10::Scalar& alpha, const Recipe& recipe,
+                                        c10::ScalarType out_dtype, const CallOptions& options) {
+  const Support support = fp8_addmm_support(self, mat1, mat2, out_dtype);
+  if (!support) return std::nullopt;
+  return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options, support);
 }
 
 }  // namespace autocastgen::fp8

@@ -20,19 +20,16 @@ fp8::CallOptions options_of(const Fp8Call& call) {
 
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias) {
-  if (!fp8::fp8_linear_supported(input, weight, bias, call.out_dtype)) return std::nullopt;
-  return fp8::fp8_linear(input, weight, bias, call.recipe, call.out_dtype, options_of(call));
+  return fp8::try_fp8_linear(input, weight, bias, call.recipe, call.out_dtype, options_of(call));
 }
 
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat2) {
-  if (!fp8::fp8_mm_supported(self, mat2, call.out_dtype)) return std::nullopt;
-  return fp8::fp8_mm(self, mat2, call.recipe, call.out_dtype, options_of(call));
+  return fp8::try_fp8_mm(self, mat2, call.recipe, call.out_dtype, options_of(call));
 }
 
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat1,
                                    const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha) {
-  if (!fp8::fp8_addmm_supported(self, mat1, mat2, call.out_dtype)) return std::nullopt;
-  return fp8::fp8_addmm(self, mat1, mat2, beta, alpha, call.recipe, call.out_dtype, options_of(call));
+  return fp8::try_fp8_addmm(self, mat1, mat2, beta, alpha, call.recipe, call.out_dtype, options_of(call));
 }
 
 }  // namespace autocastgen::torch

@@ -82,6 +82,21 @@ struct Support {
                                              const c10::Scalar& beta, const c10::Scalar& alpha, const Recipe& recipe,
                                              c10::ScalarType out_dtype, const CallOptions& options = {});
 
+// The same, or nullopt when the call cannot run in fp8 (the support rule is asked once): what the
+// fp8 policy's driver calls before falling back to the lower-precision dtype.
+[[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tensor& weight,
+                                                                 const std::optional<at::Tensor>& bias,
+                                                                 const Recipe& recipe, c10::ScalarType out_dtype,
+                                                                 const CallOptions& options = {});
+[[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& mat2,
+                                                             const Recipe& recipe, c10::ScalarType out_dtype,
+                                                             const CallOptions& options = {});
+[[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_addmm(const at::Tensor& self, const at::Tensor& mat1,
+                                                                const at::Tensor& mat2, const c10::Scalar& beta,
+                                                                const c10::Scalar& alpha, const Recipe& recipe,
+                                                                c10::ScalarType out_dtype,
+                                                                const CallOptions& options = {});
+
 // --- The weight cache (Note [fp8 weight cache] in runtime/torch/fp8/weight_cache.cpp) -------------
 struct CacheStats {
   std::uint64_t quantizations = 0;  // weights quantised (cache misses, or every use without the cache)

@@ -59,7 +59,36 @@ class _Frames:
         stack.pop()
 
 
-class autocast:  # noqa: N801 - named like torch.autocast, which it mirrors
+class _Scope:
+    """What autocast and state_guard share: leaving closes the innermost frame this object opened
+    on this thread; as a decorator, each call runs in a fresh scope of the same arguments."""
+
+    _frames: _Frames
+
+    def _same_scope(self) -> _Scope:
+        raise NotImplementedError
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._frames.close_innermost()
+
+    def __call__(self, func: F) -> F:
+        if not callable(func):
+            raise TypeError(f"autocastgen.{type(self).__name__}(...)(func) needs a callable, not {type(func).__name__}")
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self._same_scope():
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+
+class autocast(_Scope):  # noqa: N801 - named like torch.autocast, which it mirrors
     """Turns autocastgen's autocast state on (or off) for one device type on this thread.
 
     The equivalent of the C++ ``autocastgen::AutocastScope``: usable as a context manager or as a
@@ -101,24 +130,8 @@ class autocast:  # noqa: N801 - named like torch.autocast, which it mirrors
         self._frames.push(depth)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._frames.close_innermost()
-
-    def __call__(self, func: F) -> F:
-        if not callable(func):
-            raise TypeError(f"autocastgen.autocast(...)(func) needs a callable, not {type(func).__name__}")
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with autocast(self.device_type, self.dtype, self.enabled, self.cache_enabled):
-                return func(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+    def _same_scope(self) -> autocast:
+        return autocast(self.device_type, self.dtype, self.enabled, self.cache_enabled)
 
     def __repr__(self) -> str:
         return (
@@ -143,7 +156,7 @@ def capture_state() -> AutocastState:
     return AutocastState(tuple(_ops().autocast_state_capture()))
 
 
-class state_guard:  # noqa: N801 - a context manager, named like one
+class state_guard(_Scope):  # noqa: N801 - a context manager, named like one
     """Installs a captured state on the current thread for the block (C++ ``AutocastStateGuard``).
 
     Inside, this thread has exactly the captured state (every device type: enabled, dtype,
@@ -161,24 +174,8 @@ class state_guard:  # noqa: N801 - a context manager, named like one
         self._frames.push(_ops().autocast_state_enter(list(self.state.encoded)))
         return self.state
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._frames.close_innermost()
-
-    def __call__(self, func: F) -> F:
-        if not callable(func):
-            raise TypeError(f"autocastgen.state_guard(...)(func) needs a callable, not {type(func).__name__}")
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with state_guard(self.state):
-                return func(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+    def _same_scope(self) -> state_guard:
+        return state_guard(self.state)
 
 
 def with_state(func: F) -> F:

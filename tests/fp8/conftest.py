@@ -29,6 +29,17 @@ def ops():
     return torch.ops.autocastgen
 
 
+@pytest.fixture
+def fresh_fp8_state(ops):
+    """Each test starts with no fp8 weight copies, zeroed cache counters and no delayed-scaling
+    history, and leaves no weight copies behind."""
+    ops.fp8_clear_weight_cache()
+    ops.fp8_reset_weight_cache_stats()
+    ops.fp8_reset_delayed_scaling_state()
+    yield
+    ops.fp8_clear_weight_cache()
+
+
 FP8 = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
 
 

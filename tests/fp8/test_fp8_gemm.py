@@ -60,13 +60,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(autouse=True)
-def fresh(ops):
-    ops.fp8_clear_weight_cache()
-    ops.fp8_reset_weight_cache_stats()
-    ops.fp8_reset_delayed_scaling_state()
-    yield
-    ops.fp8_clear_weight_cache()
+pytestmark = pytest.mark.usefixtures("fresh_fp8_state")
 
 
 def ref_linear(x, w, b, out_dtype, gy, backward=E5M2, margin=0):

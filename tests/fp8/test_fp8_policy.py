@@ -46,13 +46,7 @@ def route(ops):
         ops.clear_runtime_policies()
 
 
-@pytest.fixture(autouse=True)
-def fresh(ops):
-    ops.fp8_clear_weight_cache()
-    ops.fp8_reset_weight_cache_stats()
-    ops.fp8_reset_delayed_scaling_state()
-    yield
-    ops.fp8_clear_weight_cache()
+pytestmark = pytest.mark.usefixtures("fresh_fp8_state")
 
 
 def autocast():

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "emit/policy_json.h"
 #include "policy/policy_file.h"
 
 namespace autocastgen::audit {
@@ -21,20 +22,49 @@ const model::FunctionSchema* find_op(const model::SchemaSet& schemas, const std:
   return schemas.find(p->ns, p->unqualified());
 }
 
+using Entries = std::vector<const policy::ResolvedEntry*>;
+
 bool same_rule(const policy::ResolvedEntry& a, const policy::ResolvedEntry& b) {
-  return a.policy == b.policy && a.redispatch_op == b.redispatch_op && a.message == b.message;
+  return a.policy == b.policy && a.redispatch_op == b.redispatch_op && a.message == b.message && a.rule == b.rule;
 }
 
-std::map<std::string, const policy::ResolvedEntry*> by_op(const policy::ResolvedPolicy& s) {
-  std::map<std::string, const policy::ResolvedEntry*> out;
-  for (const policy::ResolvedEntry& e : s.entries) out.emplace(e.op, &e);
+bool same_entries(const Entries& a, const Entries& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_rule(*a[i], *b[i])) return false;
+  return true;
+}
+
+// Each overload's entries: one, or several with precision rules.
+std::map<std::string, Entries> by_op(const policy::ResolvedPolicy& s) {
+  std::map<std::string, Entries> out;
+  for (const policy::ResolvedEntry& e : s.entries) out[e.op].push_back(&e);
   return out;
 }
 
-std::string what_changed(const policy::ResolvedEntry& from, const policy::ResolvedEntry& to) {
-  if (from.policy != to.policy) return "policy";
+// What differs: one field of a single entry on each side, else the overload's rules as a whole.
+std::string what_changed(const Changed& c) {
+  if (c.from_all.size() != 1 || c.to_all.size() != 1) return "rules";
+  const policy::ResolvedEntry& from = *c.from;
+  const policy::ResolvedEntry& to = *c.to;
+  if (from.policy != to.policy) return from.rule == to.rule ? "policy" : "rules";
   if (from.redispatch_op != to.redispatch_op) return "redispatch";
-  return "message";
+  if (from.message != to.message) return "message";
+  if (from.rule.dtypes != to.rule.dtypes && from.rule.when == to.rule.when && from.rule.unless == to.rule.unless &&
+      from.rule.args == to.rule.args)
+    return "dtypes";
+  if (from.rule.args != to.rule.args && from.rule.condition_str() == to.rule.condition_str()) return "args";
+  return from.rule.args == to.rule.args ? "condition" : "rules";
+}
+
+// `fp32 {unless: {reduction: none}}; lower_precision_fp {when: {reduction: none}}`.
+std::string entries_text(const Entries& entries) {
+  std::vector<std::string> items;
+  for (const policy::ResolvedEntry* e : entries) {
+    const std::string rule = e->rule.str();
+    items.push_back(fmt::format("{}{}", policy::spelling(e->policy), rule.empty() ? "" : " " + rule));
+  }
+  return fmt::format("{}", fmt::join(items, "; "));
 }
 
 std::string side_summary(const policy::ResolvedPolicy& s) {
@@ -59,18 +89,18 @@ PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
   diff.distinct_schemas = a.schemas != b.schemas;
   const auto ea = by_op(*a.policy);
   const auto eb = by_op(*b.policy);
-  for (const auto& [op, entry] : eb) {
+  for (const auto& [op, entries] : eb) {
     if (ea.count(op)) continue;
-    diff.added.push_back({entry, diff.distinct_schemas && !find_op(*a.schemas, op)});
+    for (const policy::ResolvedEntry* e : entries) diff.added.push_back({e, diff.distinct_schemas && !find_op(*a.schemas, op)});
   }
   for (const auto& [op, entry] : ea) {
     auto it = eb.find(op);
     if (it == eb.end()) {
-      diff.removed.push_back({entry, diff.distinct_schemas && !find_op(*b.schemas, op)});
+      for (const policy::ResolvedEntry* e : entry) diff.removed.push_back({e, diff.distinct_schemas && !find_op(*b.schemas, op)});
       continue;
     }
-    if (!same_rule(*entry, *it->second)) {
-      diff.changed.push_back({entry, it->second});
+    if (!same_entries(entry, it->second)) {
+      diff.changed.push_back({entry.front(), it->second.front(), entry, it->second});
     } else if (diff.distinct_schemas) {
       const model::FunctionSchema* sa = find_op(*a.schemas, op);
       const model::FunctionSchema* sb = find_op(*b.schemas, op);
@@ -119,6 +149,8 @@ std::string diff_markdown(const PolicyDiff& diff, const policy::ResolvedPolicy& 
       std::string note = item.absent_from_other_schemas ? absent_note : "";
       if (item.entry->policy == PolicyKind::fp32_append_dtype && !item.entry->redispatch_op.empty())
         note += (note.empty() ? "" : "; ") + fmt::format("calls `{}`", item.entry->redispatch_op);
+      const std::string rule = item.entry->rule.str();
+      if (!rule.empty()) note += (note.empty() ? "" : "; ") + fmt::format("`{}`", rule);
       out += fmt::format("| `{}` | {} | {} |\n", item.entry->op, policy::spelling(item.entry->policy), markdown_cell(note));
     }
   };
@@ -130,10 +162,13 @@ std::string diff_markdown(const PolicyDiff& diff, const policy::ResolvedPolicy& 
   } else {
     out += "| op | A | B | what |\n|---|---|---|---|\n";
     for (const Changed& c : diff.changed) {
-      const std::string what = what_changed(*c.from, *c.to);
+      const std::string what = what_changed(c);
       std::string from(policy::spelling(c.from->policy));
       std::string to(policy::spelling(c.to->policy));
-      if (what == "redispatch") {
+      if (what == "dtypes" || what == "condition" || what == "args" || what == "rules") {
+        from = entries_text(c.from_all);
+        to = entries_text(c.to_all);
+      } else if (what == "redispatch") {
         from += fmt::format(" → `{}`", c.from->redispatch_op);
         to += fmt::format(" → `{}`", c.to->redispatch_op);
       } else if (what == "message") {
@@ -160,6 +195,7 @@ nlohmann::ordered_json diff_json(const PolicyDiff& diff, const policy::ResolvedP
       j["policy"] = policy::spelling(item.entry->policy);
       if (!item.entry->redispatch_op.empty()) j["redispatch"] = item.entry->redispatch_op;
       if (item.entry->policy == PolicyKind::banned) j["message"] = item.entry->message;
+      emit::add_rule_json(j, item.entry->rule);
       if (item.absent_from_other_schemas) j["schemas"] = absent;
       list.push_back(std::move(j));
     }
@@ -173,7 +209,20 @@ nlohmann::ordered_json diff_json(const PolicyDiff& diff, const policy::ResolvedP
     j["op"] = c.from->op;
     j["from"] = policy::spelling(c.from->policy);
     j["to"] = policy::spelling(c.to->policy);
-    j["what"] = what_changed(*c.from, *c.to);
+    const std::string what = what_changed(c);
+    j["what"] = what;
+    if (what == "dtypes" || what == "condition" || what == "args" || what == "rules") {
+      const auto entries_json = [](const Entries& entries) {
+        nlohmann::ordered_json list = nlohmann::ordered_json::array();
+        for (const policy::ResolvedEntry* e : entries) {
+          nlohmann::ordered_json entry = {{"policy", policy::spelling(e->policy)}};
+          emit::add_rule_json(entry, e->rule);
+          list.push_back(std::move(entry));
+        }
+        return list;
+      };
+      j["entries"] = {{"from", entries_json(c.from_all)}, {"to", entries_json(c.to_all)}};
+    }
     // Details only where both sides have them (a policy change says enough otherwise).
     const bool both_append = c.from->policy == PolicyKind::fp32_append_dtype && c.to->policy == PolicyKind::fp32_append_dtype;
     const bool both_banned = c.from->policy == PolicyKind::banned && c.to->policy == PolicyKind::banned;

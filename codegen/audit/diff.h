@@ -24,9 +24,13 @@ struct OneSided {
   bool absent_from_other_schemas = false;
 };
 
+// An overload whose entries differ. With precision rules an overload may have several entries
+// (Note [precision rules]); `from` and `to` are the first of each side, `*_all` all of them.
 struct Changed {
   const policy::ResolvedEntry* from;
   const policy::ResolvedEntry* to;
+  std::vector<const policy::ResolvedEntry*> from_all;
+  std::vector<const policy::ResolvedEntry*> to_all;
 };
 
 struct FieldChange {
@@ -38,7 +42,7 @@ struct FieldChange {
 struct PolicyDiff {
   std::vector<OneSided> added;    // in B only, sorted by op
   std::vector<OneSided> removed;  // in A only, sorted by op
-  std::vector<Changed> changed;   // in both with another policy, redispatch target or message
+  std::vector<Changed> changed;   // in both with another policy, redispatch target, message or rule
   std::vector<FieldChange> header;
   // In both, same entry, but the op's schema text differs between the two schema files.
   std::vector<std::pair<const model::FunctionSchema*, const model::FunctionSchema*>> schema_changed;

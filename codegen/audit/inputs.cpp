@@ -1,6 +1,8 @@
 // Input kinds by extension, and manifests read back into the resolved-policy model.
 #include "audit/inputs.h"
 
+#include "policy/resolver.h"
+
 #include <algorithm>
 #include <array>
 #include <string_view>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "policy/policy_file.h"
+#include "policy/resolver.h"
 #include "support/strings.h"
 #include "support/yaml.h"
 
@@ -118,11 +121,21 @@ class ManifestReader {
       resolved.redispatch = lookup(*entry->redispatch, /*warn_unknown=*/false);
       resolved.redispatch_op = resolved.redispatch ? resolved.redispatch->name().display() : entry->redispatch->text;
     }
+    std::optional<policy::Rule> rule = policy::resolve_rule(*entry, resolved.schema, diags_);
+    if (!rule) return;
+    resolved.rule = std::move(*rule);
+    // An overload has several entries only with rules that no call could match twice, next to
+    // each other (Note [precision rules]).
     if (auto [it, inserted] = seen.emplace(resolved.op, policy.entries.size()); !inserted) {
       const policy::ResolvedEntry& first = policy.entries[it->second];
-      diags_.error(resolved.location, fmt::format("'{}' is listed twice", resolved.op), resolved.length);
-      diags_.note(first.location, "first listed here", first.length);
-      return;
+      const policy::ResolvedEntry& last = policy.entries.back();
+      if (last.op != resolved.op || !resolved.rule.conditional() ||
+          std::any_of(policy.entries.begin() + static_cast<std::ptrdiff_t>(it->second), policy.entries.end(),
+                      [&](const policy::ResolvedEntry& e) { return policy::rules_overlap(e.rule, resolved.rule); })) {
+        diags_.error(resolved.location, fmt::format("'{}' is listed twice", resolved.op), resolved.length);
+        diags_.note(first.location, "first listed here", first.length);
+        return;
+      }
     }
     policy.entries.push_back(std::move(resolved));
   }

@@ -9,12 +9,16 @@
 
 namespace autocastgen::emit {
 
-// `op`, `policy`, and where they apply `schema`, `redispatch` and `message`.
+// `op`, `policy`, and where they apply `schema`, `redispatch`, `message` and the rule's keys.
 [[nodiscard]] nlohmann::ordered_json entry_json(const policy::ResolvedEntry& entry);
 
-// The number of entries of each policy, in the language's order.
+// A precision rule's keys (`dtypes`, `when`, `unless`, `args`; Note [precision rules]) added to an
+// entry object, as a policy file writes them; nothing for a plain entry.
+void add_rule_json(nlohmann::ordered_json& entry, const policy::Rule& rule);
+
 // `autocast: fp8:` as an object (Note [fp8 recipe]); the manifest's `fp8` member.
 [[nodiscard]] nlohmann::ordered_json fp8_recipe_json(const policy::Fp8Recipe& recipe);
+// The number of entries of each policy, in the language's order.
 [[nodiscard]] nlohmann::ordered_json counts_json(const policy::ResolvedPolicy& policy);
 
 }  // namespace autocastgen::emit

@@ -1,7 +1,9 @@
 // Builds the template data for the torch target: one wrapper per resolved overload.
 #include "emit/torch_target.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -26,19 +28,20 @@ constexpr size_t kLineWidth = 100;  // generated lines stay within this many col
 
 // `a, b, c`, or, when longer than `width`, a newline and lines filled up to 100 columns at a
 // 6-space indent.
-std::string join_arguments(const std::vector<std::string>& items, size_t width = kWrapWidth) {
+std::string join_arguments(const std::vector<std::string>& items, size_t width = kWrapWidth, size_t indent = 6) {
   std::string flat;
   for (size_t i = 0; i < items.size(); ++i) flat += (i ? ", " : "") + items[i];
   if (flat.size() <= width) return flat;
+  const std::string margin(indent, ' ');
   std::string out;
-  std::string line = "      ";
+  std::string line = margin;
   for (size_t i = 0; i < items.size(); ++i) {
     const std::string piece = items[i] + (i + 1 < items.size() ? "," : "");
-    if (line.size() > 6 && line.size() + 1 + piece.size() > 100) {
+    if (line.size() > indent && line.size() + 1 + piece.size() > kLineWidth) {
       out += "\n" + line;
-      line = "      ";
+      line = margin;
     }
-    line += (line.size() > 6 ? " " : "") + piece;
+    line += (line.size() > indent ? " " : "") + piece;
   }
   return out + "\n" + line;
 }
@@ -101,25 +104,91 @@ std::string callee(const model::FunctionSchema& schema) {
                                 : fmt::format("{}_op()", torch_unambiguous_name(schema.name()));
 }
 
-// The wrapper's body is one call of its policy's driver (autocastgen/torch/policy_call.h): the
-// call site, then (banned) the message, the op, (fp32_append_dtype) the overload it redispatches
-// to, and the wrapper's arguments, fp32_set_opt_dtype's dtype marked with rt::opt_dtype.
-std::string policy_call_arguments(const policy::ResolvedEntry& entry, const Signature& sig) {
+// Note [precision rules] in the wrapper: an argument an entry's `args:` names is marked with the
+// cast it takes (rt::keep, rt::to_fp32, rt::to_lower_precision).
+std::string marked_argument(const policy::Rule& rule, size_t index, const std::string& name) {
+  for (const policy::ArgCastRule& cast : rule.args) {
+    if (cast.index != index) continue;
+    switch (cast.cast) {
+      case policy::ArgCast::keep: return fmt::format("rt::keep({})", name);
+      case policy::ArgCast::fp32: return fmt::format("rt::to_fp32({})", name);
+      case policy::ArgCast::lower_precision: return fmt::format("rt::to_lower_precision({})", name);
+    }
+  }
+  return name;
+}
+
+// A driver call's arguments (autocastgen/torch/policy_call.h): the call site, then (banned) the
+// message, the op, (fp32_append_dtype) the overload it redispatches to, and the wrapper's
+// arguments, fp32_set_opt_dtype's dtype marked with rt::opt_dtype. `indent` and `driver` place
+// the call: `<indent>return rt::<driver><State>(` and `);` around the arguments.
+std::string driver_arguments(const policy::ResolvedEntry& entry, const Signature& sig, std::string_view driver, size_t indent) {
   const model::FunctionSchema& schema = *entry.schema;
   std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, \"{}\"}}", schema.name().qualified())};
-  if (entry.policy == PolicyKind::banned) items.push_back(cpp_string_literal(entry.message));
-  if (entry.policy == PolicyKind::fp8) items.push_back("kFp8Recipe");
+  if (entry.policy == PolicyKind::banned && driver != "fall_through") items.push_back(cpp_string_literal(entry.message));
+  if (entry.policy == PolicyKind::fp8 && driver != "fall_through") items.push_back("kFp8Recipe");
   items.push_back(callee(schema));
-  if (entry.redispatch)
+  if (entry.redispatch && driver != "fall_through")
     items.push_back(entry.redispatch->name().is_aten() ? callee(*entry.redispatch)
                                                       : torch_unambiguous_name(schema.name()) + "_redispatch_op()");
   for (size_t i = 0; i < sig.param_names.size(); ++i) {
-    const bool dtype = entry.policy == PolicyKind::fp32_set_opt_dtype && schema.arguments()[i].name == "dtype";
-    items.push_back(dtype ? fmt::format("rt::opt_dtype({})", sig.param_names[i]) : sig.param_names[i]);
+    const bool dtype = entry.policy == PolicyKind::fp32_set_opt_dtype && driver != "fall_through" && schema.arguments()[i].name == "dtype";
+    items.push_back(dtype ? fmt::format("rt::opt_dtype({})", sig.param_names[i])
+                          : driver == "fall_through" ? sig.param_names[i] : marked_argument(entry.rule, i, sig.param_names[i]));
   }
-  // `  return rt::<policy><State>(` and `);` around the arguments.
-  const size_t around = std::string_view("  return rt::<State>();").size() + policy::spelling(entry.policy).size();
-  return join_arguments(items, kLineWidth - around);
+  const size_t around = indent + std::string_view("return rt::<State>();").size() + driver.size();
+  return join_arguments(items, kLineWidth - around, indent + 4);
+}
+
+// A condition's literal as C++ for the argument's type (rt::is_one_of compares them).
+std::string cpp_literal(const policy::RuleValue& value, const model::Type& type) {
+  using Kind = policy::RuleValue::Kind;
+  const model::Type& base = type.kind() == model::Type::Kind::optional ? type.elem() : type;
+  const bool integral = base.is_base(model::BaseTy::Int) || base.is_base(model::BaseTy::SymInt);
+  switch (value.kind) {
+    case Kind::none: return "std::nullopt";
+    case Kind::boolean: return value.boolean ? "true" : "false";
+    case Kind::text: return cpp_string_literal(value.text);
+    case Kind::dtype:
+      for (const policy::DtypeName& d : policy::dtype_names())
+        if (d.name == value.text) return fmt::format("at::ScalarType::{}", d.c10);
+      return "at::ScalarType::Undefined";
+    case Kind::integer:
+      if (integral) return fmt::format("int64_t{{{}}}", value.integer);
+      return fmt::format("{}.0", value.integer);
+    case Kind::real: {
+      if (std::isnan(value.real)) return "rt::kNaN";
+      if (std::isinf(value.real)) return value.real > 0 ? "rt::kInfinity" : "-rt::kInfinity";
+      std::string text = fmt::format("{}", value.real);
+      if (text.find_first_of(".e") == std::string::npos) text += ".0";
+      return text;
+    }
+  }
+  return "std::nullopt";
+}
+
+// The C++ condition under which an entry applies: its dtypes, then `when:` and `unless:`.
+std::string rule_condition(const policy::Rule& rule, const model::FunctionSchema& schema, const Signature& sig) {
+  std::vector<std::string> terms;
+  if (!rule.dtypes.empty()) {
+    std::vector<std::string> alternatives;
+    for (const std::string& dtype : rule.dtypes)
+      for (const policy::DtypeName& d : policy::dtype_names())
+        if (d.name == dtype) alternatives.push_back(fmt::format("lower_precision == at::ScalarType::{}", d.c10));
+    terms.push_back(alternatives.size() == 1 ? alternatives.front() : fmt::format("({})", fmt::join(alternatives, " || ")));
+  }
+  for (const auto& [conditions, negated] : {std::pair{&rule.when, false}, std::pair{&rule.unless, true}})
+    for (const policy::ArgCondition& condition : *conditions) {
+      std::vector<std::string> literals;
+      for (const policy::RuleValue& value : condition.values)
+        literals.push_back(cpp_literal(value, schema.arguments()[condition.index].type));
+      terms.push_back(fmt::format("{}rt::is_one_of({}, {})", negated ? "!" : "", sig.param_names[condition.index],
+                                  fmt::join(literals, ", ")));
+    }
+  // `    if (` and `) {` around it; longer conditions break after each `&&`.
+  const std::string flat = fmt::format("{}", fmt::join(terms, " && "));
+  if (flat.size() + 12 <= kLineWidth) return flat;
+  return fmt::format("{}", fmt::join(terms, " &&\n        "));
 }
 
 // A typed dispatcher handle for an op outside aten, looked up once: `{{wrapper}}_op()` for the
@@ -151,8 +220,10 @@ mustache::data fp8_recipe_data(const policy::Fp8Recipe& recipe) {
   return d;
 }
 
-mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature& sig,
+// One overload's wrapper: its entries (one, or several with precision rules) in resolution order.
+mustache::data wrapper_data(const std::vector<const policy::ResolvedEntry*>& entries, const Signature& sig,
                             const std::optional<Signature>& redispatch_sig, std::set<std::string>& headers) {
+  const policy::ResolvedEntry& entry = *entries.front();
   const model::FunctionSchema& schema = *entry.schema;
   const std::string name = torch_unambiguous_name(schema.name());
   const bool aten = schema.name().is_aten();
@@ -175,13 +246,35 @@ mustache::data wrapper_data(const policy::ResolvedEntry& entry, const Signature&
   d.set("check_signature", aten);
   d.set("ops_name", name);
   d.set("dispatcher_handle", aten ? mustache::data(false) : dispatcher_handle(schema, sig));
-  d.set("redispatch_handle", entry.redispatch && !entry.redispatch->name().is_aten()
-                                 ? dispatcher_handle(*entry.redispatch, *redispatch_sig)
+  const auto redispatching = std::find_if(entries.begin(), entries.end(), [](const policy::ResolvedEntry* e) { return e->redispatch; });
+  d.set("redispatch_handle", redispatching != entries.end() && !(*redispatching)->redispatch->name().is_aten()
+                                 ? dispatcher_handle(*(*redispatching)->redispatch, *redispatch_sig)
                                  : mustache::data(false));
-  d.set("policy", std::string(policy::spelling(entry.policy)));
-  d.set("policy_args", policy_call_arguments(entry, sig));
+  // Note [precision rules]: a plain entry's body is one driver call; conditional entries are an
+  // if-chain in resolution order, falling through to the op untouched.
+  mustache::data rules = mustache::data::type::list;
+  bool reads_lower_precision = false;
+  bool falls_through = false;
+  for (const policy::ResolvedEntry* rule_entry : entries) {
+    const bool conditional = rule_entry->rule.conditional();
+    const std::string_view driver = policy::spelling(rule_entry->policy);
+    mustache::data r;
+    r.set("policy", std::string(driver));
+    r.set("conditional", conditional);
+    r.set("condition", conditional ? rule_condition(rule_entry->rule, schema, sig) : std::string());
+    r.set("policy_args", driver_arguments(*rule_entry, sig, driver, conditional ? 4 : 2));
+    rules << r;
+    reads_lower_precision = reads_lower_precision || !rule_entry->rule.dtypes.empty();
+    falls_through = falls_through || conditional;
+    if (rule_entry->redispatch && rule_entry->redispatch->name().is_aten())
+      headers.insert(torch_ops_header(rule_entry->redispatch->name()));
+  }
+  d.set("policy", std::string(policy::spelling(entry.policy)));  // the first entry's (bench/templates)
+  d.set("rules", rules);
+  d.set("reads_lower_precision", reads_lower_precision);
+  d.set("falls_through", falls_through);
+  d.set("fall_through_args", falls_through ? driver_arguments(entry, sig, "fall_through", 2) : std::string());
   if (aten) headers.insert(torch_ops_header(schema.name()));
-  if (entry.redispatch && entry.redispatch->name().is_aten()) headers.insert(torch_ops_header(entry.redispatch->name()));
   return d;
 }
 
@@ -227,13 +320,18 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   std::set<std::string> headers;
   std::vector<std::string> namespaces;  // in first-use order
   std::map<std::string, mustache::data> registrations;
-  for (const policy::ResolvedEntry& entry : policy.entries) {
+  // An overload's entries stand together in a resolved policy (Note [precision rules]).
+  for (size_t first = 0; first < policy.entries.size();) {
+    std::vector<const policy::ResolvedEntry*> group;
+    const policy::ResolvedEntry& entry = policy.entries[first];
+    for (; first < policy.entries.size() && policy.entries[first].schema == entry.schema; ++first) group.push_back(&policy.entries[first]);
     std::optional<Signature> sig = signature_of(*entry.schema, schemas.attributes(*entry.schema).structured, diags);
     std::optional<Signature> redispatch_sig;
-    if (entry.redispatch)
-      redispatch_sig = signature_of(*entry.redispatch, schemas.attributes(*entry.redispatch).structured, diags);
-    if (!sig || (entry.redispatch && !redispatch_sig)) continue;
-    wrappers << wrapper_data(entry, *sig, redispatch_sig, headers);
+    const auto redispatching = std::find_if(group.begin(), group.end(), [](const policy::ResolvedEntry* e) { return e->redispatch; });
+    if (redispatching != group.end())
+      redispatch_sig = signature_of(*(*redispatching)->redispatch, schemas.attributes(*(*redispatching)->redispatch).structured, diags);
+    if (!sig || (redispatching != group.end() && !redispatch_sig)) continue;
+    wrappers << wrapper_data(group, *sig, redispatch_sig, headers);
     const model::OperatorName& name = entry.schema->name();
     const std::string ns(name.namespace_or_aten());
     if (!registrations.count(ns)) {

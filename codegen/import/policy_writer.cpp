@@ -45,10 +45,15 @@ std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<
     out += fmt::format("  {}:\n", policy::spelling(kind));
     for (const policy::ResolvedEntry& e : policy.entries) {
       if (e.policy != kind) continue;
+      // A precision rule's keys (Note [precision rules]) follow the entry's own.
+      const std::string rule = e.rule.str();
+      const std::string keys = rule.empty() ? std::string() : ", " + rule.substr(1, rule.size() - 2);
       if (kind == PolicyKind::fp32_append_dtype && !e.redispatch_op.empty())
-        out += fmt::format("    - {{op: {}, redispatch: {}}}\n", e.op, e.redispatch_op);
+        out += fmt::format("    - {{op: {}, redispatch: {}{}}}\n", e.op, e.redispatch_op, keys);
       else if (kind == PolicyKind::banned)
-        out += fmt::format("    - {{op: {}, message: {}}}\n", e.op, yaml_quoted(e.message));
+        out += fmt::format("    - {{op: {}, message: {}{}}}\n", e.op, yaml_quoted(e.message), keys);
+      else if (!keys.empty())
+        out += fmt::format("    - {{op: {}{}}}\n", e.op, keys);
       else
         out += fmt::format("    - {}\n", e.op);
     }

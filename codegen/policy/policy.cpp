@@ -2,6 +2,7 @@
 #include "policy/policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -63,6 +64,134 @@ std::string Fp8Recipe::str() const {
 const ResolvedEntry* ResolvedPolicy::find(std::string_view op) const {
   const auto it = std::find_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.op == op; });
   return it == entries.end() ? nullptr : &*it;
+}
+
+std::span<const DtypeName> dtype_names() {
+  static constexpr DtypeName kNames[] = {
+      {"uint8", "Byte", 0},   {"int8", "Char", 1},       {"int16", "Short", 2},     {"int32", "Int", 3},
+      {"int64", "Long", 4},   {"float16", "Half", 5},    {"float32", "Float", 6},   {"float64", "Double", 7},
+      {"complex64", "ComplexFloat", 9}, {"complex128", "ComplexDouble", 10}, {"bool", "Bool", 11},
+      {"bfloat16", "BFloat16", 15}};
+  return kNames;
+}
+
+std::string_view spelling(ArgCast cast) {
+  switch (cast) {
+    case ArgCast::lower_precision: return "lower_precision";
+    case ArgCast::fp32: return "fp32";
+    case ArgCast::keep: return "keep";
+  }
+  return "keep";
+}
+
+std::optional<ArgCast> parse_arg_cast(std::string_view text) {
+  for (ArgCast cast : kAllArgCasts)
+    if (spelling(cast) == text) return cast;
+  return std::nullopt;
+}
+
+bool operator==(const RuleValue& a, const RuleValue& b) {
+  using Kind = RuleValue::Kind;
+  const auto number = [](const RuleValue& v) { return v.kind == Kind::integer || v.kind == Kind::real; };
+  if (number(a) && number(b)) {
+    if (a.kind == Kind::integer && b.kind == Kind::integer) return a.integer == b.integer;
+    const double x = a.kind == Kind::integer ? static_cast<double>(a.integer) : a.real;
+    const double y = b.kind == Kind::integer ? static_cast<double>(b.integer) : b.real;
+    return x == y || (std::isnan(x) && std::isnan(y));
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::none: return true;
+    case Kind::boolean: return a.boolean == b.boolean;
+    default: return a.text == b.text;
+  }
+}
+
+namespace {
+
+std::string values_str(const std::vector<RuleValue>& values) {
+  std::vector<std::string> spelled;
+  for (const RuleValue& v : values) spelled.push_back(v.spelling);
+  return values.size() == 1 ? spelled.front() : fmt::format("[{}]", fmt::join(spelled, ", "));
+}
+
+std::string conditions_str(const std::vector<ArgCondition>& conditions) {
+  std::vector<std::string> items;
+  for (const ArgCondition& c : conditions) items.push_back(fmt::format("{}: {}", c.arg, values_str(c.values)));
+  return fmt::format("{{{}}}", fmt::join(items, ", "));
+}
+
+std::vector<std::string> condition_items(const Rule& rule) {
+  std::vector<std::string> items;
+  if (!rule.dtypes.empty()) items.push_back(fmt::format("dtypes: [{}]", fmt::join(rule.dtypes, ", ")));
+  if (!rule.when.empty()) items.push_back("when: " + conditions_str(rule.when));
+  if (!rule.unless.empty()) items.push_back("unless: " + conditions_str(rule.unless));
+  return items;
+}
+
+std::string args_items(const Rule& rule) {
+  std::vector<std::string> items;
+  for (const ArgCastRule& a : rule.args) items.push_back(fmt::format("{}: {}", a.arg, spelling(a.cast)));
+  return fmt::format("args: {{{}}}", fmt::join(items, ", "));
+}
+
+// Can one value satisfy both constraints on an argument? `in` constraints hold a value set, `not
+// in` ones exclude one; two exclusions always leave values (the argument types are unbounded,
+// bool aside, which is not worth the special case).
+bool constraints_meet(const ArgCondition* a_in, const ArgCondition* a_out, const ArgCondition* b_in, const ArgCondition* b_out) {
+  const auto contains = [](const ArgCondition& c, const RuleValue& v) {
+    return std::find(c.values.begin(), c.values.end(), v) != c.values.end();
+  };
+  std::vector<RuleValue> allowed;
+  bool bounded = false;
+  for (const ArgCondition* in : {a_in, b_in}) {
+    if (!in) continue;
+    if (!bounded) {
+      allowed = in->values;
+      bounded = true;
+    } else {
+      std::erase_if(allowed, [&](const RuleValue& v) { return !contains(*in, v); });
+    }
+  }
+  if (!bounded) return true;
+  for (const ArgCondition* out : {a_out, b_out})
+    if (out) std::erase_if(allowed, [&](const RuleValue& v) { return contains(*out, v); });
+  return !allowed.empty();
+}
+
+const ArgCondition* find_condition(const std::vector<ArgCondition>& conditions, const std::string& arg) {
+  const auto it = std::find_if(conditions.begin(), conditions.end(), [&](const ArgCondition& c) { return c.arg == arg; });
+  return it == conditions.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
+std::string Rule::condition_str() const {
+  const std::vector<std::string> items = condition_items(*this);
+  return items.empty() ? std::string() : fmt::format("{{{}}}", fmt::join(items, ", "));
+}
+
+std::string Rule::args_str() const { return args.empty() ? std::string() : fmt::format("{{{}}}", args_items(*this)); }
+
+std::string Rule::str() const {
+  std::vector<std::string> items = condition_items(*this);
+  if (!args.empty()) items.push_back(args_items(*this));
+  return items.empty() ? std::string() : fmt::format("{{{}}}", fmt::join(items, ", "));
+}
+
+bool rules_overlap(const Rule& a, const Rule& b) {
+  if (!a.dtypes.empty() && !b.dtypes.empty() &&
+      std::none_of(a.dtypes.begin(), a.dtypes.end(),
+                   [&](const std::string& d) { return std::find(b.dtypes.begin(), b.dtypes.end(), d) != b.dtypes.end(); }))
+    return false;
+  std::vector<std::string> args;
+  for (const auto* list : {&a.when, &a.unless, &b.when, &b.unless})
+    for (const ArgCondition& c : *list) args.push_back(c.arg);
+  for (const std::string& arg : args)
+    if (!constraints_meet(find_condition(a.when, arg), find_condition(a.unless, arg), find_condition(b.when, arg),
+                          find_condition(b.unless, arg)))
+      return false;
+  return true;
 }
 
 const std::vector<DeviceInfo>& autocast_devices() {

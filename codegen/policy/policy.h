@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,14 +82,48 @@ struct Fp8Recipe {
   }
 };
 
+// Note [precision rules]: an entry may narrow when it applies and how it casts
+// (docs/policy-language.md, "Precision rules"):
+// - `dtypes: [...]`: only while the lower-precision dtype is one of these;
+// - `when: {arg: value-or-list}`: only when every named argument equals (one of) its values;
+//   `unless: {...}`: only when none does. Arguments are the op's non-Tensor ones, values literals
+//   of their types, numbers compared by value;
+// - `args: {name: lower_precision | fp32 | keep}`: what named Tensor arguments become, the others
+//   following the entry's list (lower_precision_fp, fp32 and promote only).
+// One overload may have several entries when no call could match two of them; a call that
+// matches none runs untouched (falls through). An entry without these keys is what it always
+// was: a rule for every call, generated as the same one-line wrapper.
+enum class ArgCast : uint8_t { lower_precision, fp32, keep };
+inline constexpr std::array<ArgCast, 3> kAllArgCasts = {ArgCast::lower_precision, ArgCast::fp32, ArgCast::keep};
+[[nodiscard]] std::string_view spelling(ArgCast cast);
+[[nodiscard]] std::optional<ArgCast> parse_arg_cast(std::string_view text);
+
+// `when:` or `unless:` of one argument as written: a scalar, `null`, or a sequence of them.
+struct WrittenCondition {
+  Located arg;
+  std::vector<std::optional<Located>> values;  // nullopt: `null`
+  SourceLocation null_location;                // where the first `null` stands, when one does
+};
+
+// `args:` of one argument as written.
+struct WrittenArgCast {
+  Located arg;
+  ArgCast cast;
+  Located cast_text;
+};
+
 // One list entry as written: `op`, or a mapping with `op:` and `redispatch:` / `message:` /
-// `since:` / `until:`.
+// `since:` / `until:` / `dtypes:` / `when:` / `unless:` / `args:`.
 struct PolicyEntry {
   PolicyKind policy;
   Located op;  // `[ns::]name`, `[ns::]name.overload` or `[ns::]name.*`
   std::optional<Located> redispatch;
   std::optional<Located> message;
   ReleaseGate gate;
+  std::optional<std::vector<Located>> dtypes;  // Note [precision rules]
+  std::vector<WrittenCondition> when;
+  std::vector<WrittenCondition> unless;
+  std::vector<WrittenArgCast> args;
 };
 
 // One `remove:` item: `op`, or `{op: ..., since: ..., until: ...}`.
@@ -109,6 +144,69 @@ struct PolicyFile {
   std::vector<PolicyEntry> entries;  // in file order
 };
 
+// The dtype names a ScalarType condition compares with: torch's names, c10::ScalarType's
+// enumerator and its value.
+struct DtypeName {
+  std::string_view name;
+  std::string_view c10;
+  int64_t code;
+};
+[[nodiscard]] std::span<const DtypeName> dtype_names();
+
+// A value a condition compares an argument with, read for the argument's type.
+struct RuleValue {
+  enum class Kind : uint8_t { none, boolean, integer, real, text, dtype };
+  Kind kind = Kind::none;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0;
+  std::string text;      // text: the string; dtype: its name (float16)
+  std::string spelling;  // how the policy language writes it back: null, true, 2, 2.5, .inf, none, 'tanh'
+
+  // Numbers compare by value (2 == 2.0); NaN equals NaN (a condition on `.nan` matches NaN).
+  friend bool operator==(const RuleValue& a, const RuleValue& b);
+};
+
+// `when:` / `unless:` of one argument, checked against the schema.
+struct ArgCondition {
+  std::string arg;
+  size_t index = 0;  // the argument's position in the schema
+  std::vector<RuleValue> values;
+  // By name and values: the position follows from the schema.
+  friend bool operator==(const ArgCondition& a, const ArgCondition& b) { return a.arg == b.arg && a.values == b.values; }
+};
+
+struct ArgCastRule {
+  std::string arg;
+  size_t index = 0;
+  ArgCast cast = ArgCast::keep;
+  friend bool operator==(const ArgCastRule& a, const ArgCastRule& b) { return a.arg == b.arg && a.cast == b.cast; }
+};
+
+// An entry's precision rule (Note [precision rules]); empty for a plain entry.
+struct Rule {
+  std::vector<std::string> dtypes;  // empty: every lower-precision dtype
+  std::vector<ArgCondition> when;    // every one must match
+  std::vector<ArgCondition> unless;  // none may match
+  std::vector<ArgCastRule> args;
+
+  [[nodiscard]] bool empty() const { return dtypes.empty() && when.empty() && unless.empty() && args.empty(); }
+  // Whether the entry applies to some calls only.
+  [[nodiscard]] bool conditional() const { return !dtypes.empty() || !when.empty() || !unless.empty(); }
+  // The keys as a flow mapping, `{dtypes: [float16], unless: {reduction: none}}`; "" when empty.
+  [[nodiscard]] std::string str() const;
+  // Only the condition keys (dtypes, when, unless), or only `args:`, in the same form.
+  [[nodiscard]] std::string condition_str() const;
+  [[nodiscard]] std::string args_str() const;
+  friend bool operator==(const Rule& a, const Rule& b) {
+    return a.dtypes == b.dtypes && a.when == b.when && a.unless == b.unless && a.args == b.args;
+  }
+};
+
+// Could one call match both rules? False only when their dtypes are disjoint or one argument's
+// conditions exclude each other (Note [precision rules]).
+[[nodiscard]] bool rules_overlap(const Rule& a, const Rule& b);
+
 // One overload's entry of a resolved policy.
 struct ResolvedEntry {
   // The overload. Null only for entries read back from a manifest or C++ registrations whose op
@@ -119,6 +217,7 @@ struct ResolvedEntry {
   const model::FunctionSchema* redispatch = nullptr;  // fp32_append_dtype: the overload it calls, when known
   std::string redispatch_op;                          // its name ("" for other policies)
   std::string message;                                // banned only
+  Rule rule;                                          // Note [precision rules]
   SourceLocation location;                            // where the input lists the op
   uint32_t length = 1;                                // of the listed name, for carets
 };
@@ -153,7 +252,9 @@ struct ResolvedPolicy {
   [[nodiscard]] size_t count(PolicyKind policy) const;
   // The policies reports count: the six, and fp8 when the policy has an fp8 list or recipe.
   [[nodiscard]] std::vector<PolicyKind> reported_kinds() const;
-  [[nodiscard]] const ResolvedEntry* find(std::string_view op) const;  // by ResolvedEntry::op
+  // The first entry of an overload (by ResolvedEntry::op); an overload with precision rules may
+  // have several, adjacent to each other.
+  [[nodiscard]] const ResolvedEntry* find(std::string_view op) const;
 };
 
 // Known devices (c10 device type names, lower case) and the autocast dispatch key of each.

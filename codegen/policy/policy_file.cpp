@@ -19,7 +19,7 @@ namespace {
 constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists"};
 constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision", "fp8"};
 constexpr std::string_view kFp8Keys[] = {"scaling", "granularity", "forward", "backward", "amax_history_len", "margin"};
-constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until"};
+constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until", "dtypes", "when", "unless", "args"};
 constexpr std::string_view kRemoveKeys[] = {"op", "since", "until"};
 constexpr std::string_view kDtypes[] = {"float16", "bfloat16"};
 
@@ -72,13 +72,15 @@ class FileParser {
     }
     if (non_empty(values.op, "an op entry must be an op name such as mm, conv2d.padding or pow.*") && check_op_name(values.op) &&
         policy) {
-      PolicyEntry entry{*policy, values.op, std::nullopt, std::nullopt, {}};
+      PolicyEntry entry{*policy, values.op, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
+      bool ok = true;
       if (values.message) {
         if (check_message_allowed(*policy, values.message->location, values.message->length) &&
             non_empty(*values.message, "'message:' must be a non-empty string") && printable_message(*values.message))
           entry.message = values.message;
       }
-      add_entry(std::move(entry));
+      if (values.rule) ok = parse_rule(*policy, *values.rule, entry);
+      if (ok) add_entry(std::move(entry));
     }
     if (diags_.error_count() != errors_before) return std::nullopt;
     return std::move(result_);
@@ -435,7 +437,7 @@ class FileParser {
 
   // `ignored`: keys other documents put beside an entry's own (FieldReader).
   void parse_entry(PolicyKind policy, const YamlNode& item, std::span<const std::string_view> ignored = {}) {
-    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}};
+    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
     if (item.is_mapping()) {
       bool has_op = false;
       std::vector<std::string_view> known(std::begin(kEntryKeys), std::end(kEntryKeys));
@@ -461,8 +463,21 @@ class FileParser {
           if (!entry.message || !printable_message(*entry.message)) return;
         } else if (key == "since" || key == "until") {
           if (!parse_gate_bound(key, *value, entry.gate)) return;
+        } else if (key == "dtypes") {
+          entry.dtypes = rule_dtypes(*value);
+          if (!entry.dtypes) return;
+        } else if (key == "when" || key == "unless") {
+          std::optional<std::vector<WrittenCondition>> conditions = rule_conditions(key, *value);
+          if (!conditions) return;
+          (key == "when" ? entry.when : entry.unless) = std::move(*conditions);
+        } else if (key == "args") {
+          if (!check_args_allowed(policy, *key_node)) return;
+          std::optional<std::vector<WrittenArgCast>> args = rule_args(*value);
+          if (!args) return;
+          entry.args = std::move(*args);
         }
       }
+      if (!check_when_unless(entry)) return;
       if (!has_op) {
         diags_.error(item.location(), "list entry has no 'op:' key");
         return;
@@ -474,6 +489,173 @@ class FileParser {
     }
     if (!check_gate(entry.gate)) return;
     add_entry(std::move(entry));
+  }
+
+  // A rule given apart from its entry (EntryValues::rule): a mapping of the rule keys only.
+  bool parse_rule(PolicyKind policy, const YamlNode& node, PolicyEntry& entry) {
+    static constexpr std::string_view kRuleKeys[] = {"dtypes", "when", "unless", "args"};
+    if (node.is_null()) return true;
+    if (!node.is_mapping()) {
+      diags_.error(node.location(), fmt::format("a rule must be a mapping with dtypes, when, unless and args, found {}", node.describe()));
+      return false;
+    }
+    const size_t errors_before = diags_.error_count();
+    for (const auto& [key, value, key_node] : checked_pairs(node, kRuleKeys, "key in a rule")) {
+      if (key == "dtypes") {
+        entry.dtypes = rule_dtypes(*value);
+      } else if (key == "when" || key == "unless") {
+        if (std::optional<std::vector<WrittenCondition>> conditions = rule_conditions(key, *value))
+          (key == "when" ? entry.when : entry.unless) = std::move(*conditions);
+      } else if (check_args_allowed(policy, *key_node)) {
+        if (std::optional<std::vector<WrittenArgCast>> args = rule_args(*value)) entry.args = std::move(*args);
+      }
+    }
+    return diags_.error_count() == errors_before && check_when_unless(entry);
+  }
+
+  // ---- Note [precision rules]: the shape of `dtypes:`, `when:`, `unless:` and `args:`; what the
+  // names and values mean for the op is checked against its schema when the policy is resolved.
+
+  // `dtypes: [float16]` (or one name): lower-precision dtypes, each once.
+  std::optional<std::vector<Located>> rule_dtypes(const YamlNode& node) {
+    std::vector<YamlNode> single;
+    const std::vector<YamlNode>* items = &single;
+    if (node.is_scalar()) single.push_back(node);
+    else if (!(items = sequence(node, "'dtypes:'"))) return std::nullopt;
+    if (items->empty()) {
+      diags_.error(node.location(), "'dtypes:' needs at least one dtype (float16 or bfloat16); leave the key out to apply to every dtype");
+      return std::nullopt;
+    }
+    std::vector<Located> dtypes;
+    for (const YamlNode& item : *items) {
+      std::optional<Located> dtype = scalar(item, "a dtype in 'dtypes:' must be float16 or bfloat16");
+      if (!dtype) return std::nullopt;
+      if (std::find(std::begin(kDtypes), std::end(kDtypes), dtype->text) == std::end(kDtypes)) {
+        check_choice(*dtype, {std::begin(kDtypes), std::end(kDtypes)}, "lower-precision dtype", "");
+        return std::nullopt;
+      }
+      for (const Located& earlier : dtypes)
+        if (earlier.text == dtype->text) {
+          diags_.error(dtype->location, fmt::format("dtype '{}' is listed twice in 'dtypes:'", dtype->text), dtype->length);
+          return std::nullopt;
+        }
+      dtypes.push_back(std::move(*dtype));
+    }
+    return dtypes;
+  }
+
+  // `when: {arg: value-or-list}` / `unless: {...}`: argument names, each with one or more scalars
+  // or nulls.
+  std::optional<std::vector<WrittenCondition>> rule_conditions(const std::string& key, const YamlNode& node) {
+    if (!node.is_mapping() || node.pairs().empty()) {
+      diags_.error(node.location(),
+                   fmt::format("'{}:' must map argument names to values, such as {{reduction: none}} or {{exponent: [1, 2]}}, found {}",
+                               key, node.is_mapping() ? "an empty mapping" : node.describe()));
+      return std::nullopt;
+    }
+    std::vector<WrittenCondition> out;
+    for (const auto& [name, value, name_node] : rule_pairs(node, fmt::format("argument name in '{}:'", key))) {
+      WrittenCondition condition{*name, {}, {}};
+      std::vector<YamlNode> single;
+      const std::vector<YamlNode>* items = &single;
+      if (value->is_sequence()) items = &value->items();
+      else single.push_back(*value);
+      if (items->empty()) {
+        diags_.error(value->location(), fmt::format("'{}' in '{}:' needs at least one value", name->text, key));
+        return std::nullopt;
+      }
+      for (const YamlNode& item : *items) {
+        if (item.is_null()) {
+          if (!condition.null_location.valid()) condition.null_location = item.location();
+          condition.values.emplace_back(std::nullopt);
+          continue;
+        }
+        if (!item.is_scalar()) {
+          diags_.error(item.location(), fmt::format("a value in '{}:' must be a scalar or null, found {}", key, item.describe()));
+          return std::nullopt;
+        }
+        const std::optional<SourceLocation> exact = item.exact_text_location();
+        condition.values.push_back(Located{item.scalar(), exact.value_or(item.location()),
+                                           exact ? static_cast<uint32_t>(std::max<size_t>(item.scalar().size(), 1)) : item.source_length(),
+                                           exact.has_value()});
+      }
+      out.push_back(std::move(condition));
+    }
+    if (out.size() != node.pairs().size()) return std::nullopt;
+    return out;
+  }
+
+  // `args: {name: lower_precision | fp32 | keep}`.
+  std::optional<std::vector<WrittenArgCast>> rule_args(const YamlNode& node) {
+    if (!node.is_mapping() || node.pairs().empty()) {
+      diags_.error(node.location(),
+                   fmt::format("'args:' must map Tensor argument names to lower_precision, fp32 or keep, such as {{weight: fp32}}, found {}",
+                               node.is_mapping() ? "an empty mapping" : node.describe()));
+      return std::nullopt;
+    }
+    std::vector<WrittenArgCast> out;
+    for (const auto& [name, value, name_node] : rule_pairs(node, "argument name in 'args:'")) {
+      std::optional<Located> cast = scalar(*value, "a cast in 'args:' must be lower_precision, fp32 or keep");
+      if (!cast) return std::nullopt;
+      const std::optional<ArgCast> parsed = parse_arg_cast(cast->text);
+      if (!parsed) {
+        check_choice(*cast, {"lower_precision", "fp32", "keep"}, "argument cast", "");
+        return std::nullopt;
+      }
+      out.push_back({*name, *parsed, std::move(*cast)});
+    }
+    if (out.size() != node.pairs().size()) return std::nullopt;
+    return out;
+  }
+
+  // The pairs of a rule mapping whose keys are argument names (identifiers, each once).
+  struct NamedValue {
+    std::optional<Located> name;
+    const YamlNode* value;
+    const YamlNode* name_node;
+  };
+  std::vector<NamedValue> rule_pairs(const YamlNode& map, const std::string& what) {
+    std::vector<NamedValue> out;
+    std::map<std::string, SourceLocation> seen;
+    for (const auto& [key, value] : map.pairs()) {
+      std::optional<Located> name = scalar(key, fmt::format("expected an {}", what));
+      if (!name) continue;
+      if (!is_ident(name->text)) {
+        diags_.error(name->location, fmt::format("'{}' is not an argument name", name->text), name->length);
+        continue;
+      }
+      if (auto [it, inserted] = seen.emplace(name->text, name->location); !inserted) {
+        diags_.error(name->location, fmt::format("argument '{}' is named twice", name->text), name->length);
+        diags_.note(it->second, "first named here");
+        continue;
+      }
+      out.push_back({std::move(name), &value, &key});
+    }
+    return out;
+  }
+
+  bool check_args_allowed(PolicyKind policy, const YamlNode& key_node) {
+    if (policy == PolicyKind::lower_precision_fp || policy == PolicyKind::fp32 || policy == PolicyKind::promote) return true;
+    diags_.error(key_node.location(),
+                 fmt::format("'args:' is only meaningful in lower_precision_fp, fp32 and promote (the lists that cast), not in {}",
+                             spelling(policy)),
+                 key_node.source_length());
+    return false;
+  }
+
+  // One argument in both `when:` and `unless:` would read as a contradiction or a set difference;
+  // either way, say it with one of them.
+  bool check_when_unless(const PolicyEntry& entry) {
+    for (const WrittenCondition& u : entry.unless)
+      for (const WrittenCondition& w : entry.when)
+        if (u.arg.text == w.arg.text) {
+          diags_.error(u.arg.location,
+                       fmt::format("argument '{}' is in both 'when:' and 'unless:'; list only the values it may take under 'when:'", u.arg.text),
+                       u.arg.length);
+          diags_.note(w.arg.location, "named in 'when:' here", w.arg.length);
+          return false;
+        }
+    return true;
   }
 
   void add_entry(PolicyEntry entry) {

@@ -26,6 +26,9 @@ struct EntryValues {
   Located policy;
   Located op;
   std::optional<Located> message;
+  // The entry's precision rule (Note [precision rules]): a mapping with `dtypes:`, `when:`,
+  // `unless:` and `args:`, as a list entry would hold them beside `op:`.
+  const YamlNode* rule = nullptr;
 };
 [[nodiscard]] std::optional<PolicyFile> parse_policy_entry(uint32_t file, const EntryValues& values, DiagnosticEngine& diags);
 

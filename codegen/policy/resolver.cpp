@@ -2,6 +2,9 @@
 #include "policy/resolver.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <set>
 #include <unordered_map>
 
@@ -78,6 +81,256 @@ bool takes_trailing_dtype(const FunctionSchema& from, const FunctionSchema& to) 
   return true;
 }
 
+// Note [precision rules]: what a rule names, checked against the overload's schema; without one
+// (a manifest's op that the schemas at hand lack) values are read by their spelling.
+class RuleResolver {
+ public:
+  explicit RuleResolver(DiagnosticEngine& diags) : diags_(diags) {}
+
+  std::optional<Rule> resolve(const PolicyEntry& entry, const FunctionSchema* schema) {
+    if (!schema) return unchecked(entry);
+    Rule rule;
+    bool ok = true;
+    if (entry.dtypes)
+      for (const Located& dtype : *entry.dtypes) rule.dtypes.push_back(dtype.text);
+    for (const auto& [written, resolved] : {std::pair{&entry.when, &rule.when}, std::pair{&entry.unless, &rule.unless}})
+      for (const WrittenCondition& condition : *written) {
+        std::optional<ArgCondition> checked = resolve_condition(condition, *schema, written == &entry.when ? "when" : "unless");
+        if (checked) resolved->push_back(std::move(*checked));
+        else ok = false;
+      }
+    for (const WrittenArgCast& cast : entry.args) {
+      const std::optional<size_t> index = argument_index(cast.arg, *schema, /*tensors=*/true);
+      if (!index) {
+        ok = false;
+        continue;
+      }
+      const model::Argument& argument = schema->arguments()[*index];
+      if (!argument.type.is_tensor_like()) {
+        diags_.error(cast.arg.location,
+                     fmt::format("'args:' names '{}', a {} argument of '{}'; it sets what Tensor arguments are cast to", cast.arg.text,
+                                 argument.type.str(), schema->name().display()),
+                     cast.arg.length);
+        ok = false;
+        continue;
+      }
+      rule.args.push_back({cast.arg.text, *index, cast.cast});
+    }
+    if (!ok) return std::nullopt;
+    return rule;
+  }
+
+  // The position of a named argument; reports an unknown name with the names it could have been
+  // (the Tensor ones for `args:`, the others for conditions).
+  std::optional<size_t> argument_index(const Located& name, const FunctionSchema& schema, bool tensors) {
+    const auto& arguments = schema.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (arguments[i].name == name.text) return i;
+    std::vector<std::string_view> names;
+    for (const model::Argument& a : arguments)
+      if (a.type.is_tensor_like() == tensors) names.push_back(a.name);
+    const std::string suggestion = closest_match(name.text, names);
+    diags_.error(name.location,
+                 suggestion.empty()
+                     ? fmt::format("'{}' has no argument '{}' ({} arguments: {})", schema.name().display(), name.text,
+                                   tensors ? "its Tensor" : "its non-Tensor", names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")))
+                     : fmt::format("'{}' has no argument '{}'; did you mean '{}'?", schema.name().display(), name.text, suggestion),
+                 name.length);
+    return std::nullopt;
+  }
+
+  std::optional<ArgCondition> resolve_condition(const WrittenCondition& written, const FunctionSchema& schema, std::string_view key) {
+    const std::optional<size_t> index = argument_index(written.arg, schema, /*tensors=*/false);
+    if (!index) return std::nullopt;
+    const model::Argument& argument = schema.arguments()[*index];
+    const bool optional = argument.type.kind() == model::Type::Kind::optional;
+    const model::Type& type = optional ? argument.type.elem() : argument.type;
+    if (argument.type.is_tensor_like()) {
+      diags_.error(written.arg.location,
+                   fmt::format("'{}:' names '{}', a Tensor argument of '{}'; conditions compare non-Tensor arguments with values",
+                               key, written.arg.text, schema.name().display()),
+                   written.arg.length);
+      return std::nullopt;
+    }
+    if (type.kind() != model::Type::Kind::base || !comparable(type.base_ty())) {
+      diags_.error(written.arg.location,
+                   fmt::format("'{}:' cannot compare '{}' ({}): conditions take int, SymInt, float, bool, str, Scalar and ScalarType "
+                               "arguments, and optional ones",
+                               key, written.arg.text, argument.type.str()),
+                   written.arg.length);
+      return std::nullopt;
+    }
+    ArgCondition condition{written.arg.text, *index, {}};
+    for (const std::optional<Located>& value : written.values) {
+      if (!value) {
+        if (!optional) {
+          diags_.error(written.null_location,
+                       fmt::format("'{}' ({}) of '{}' is never null; only optional arguments can be", written.arg.text,
+                                   argument.type.str(), schema.name().display()));
+          return std::nullopt;
+        }
+        condition.values.push_back({RuleValue::Kind::none, false, 0, 0, "", "null"});
+        continue;
+      }
+      std::optional<RuleValue> parsed = rule_value(*value, type.base_ty(), argument.name);
+      if (!parsed) {
+        diags_.error(value->location,
+                     fmt::format("'{}' is not a value of '{}' ({}){}", value->text, written.arg.text, argument.type.str(),
+                                 value_hint(type.base_ty(), argument.name)),
+                     value->length);
+        return std::nullopt;
+      }
+      if (std::find(condition.values.begin(), condition.values.end(), *parsed) != condition.values.end()) {
+        diags_.error(value->location, fmt::format("'{}' is given twice for '{}'", value->text, written.arg.text), value->length);
+        return std::nullopt;
+      }
+      condition.values.push_back(std::move(*parsed));
+    }
+    return condition;
+  }
+
+  static bool comparable(model::BaseTy base) {
+    using model::BaseTy;
+    return base == BaseTy::Int || base == BaseTy::SymInt || base == BaseTy::Float || base == BaseTy::Bool ||
+           base == BaseTy::Str || base == BaseTy::Scalar || base == BaseTy::ScalarType;
+  }
+
+  static std::string value_hint(model::BaseTy base, const std::string& arg) {
+    using model::BaseTy;
+    switch (base) {
+      case BaseTy::Int:
+      case BaseTy::SymInt:
+        return arg == "reduction" ? "; write none, mean or sum" : "; write an integer";
+      case BaseTy::Float: return "; write a number, .inf, -.inf or .nan";
+      case BaseTy::Scalar: return "; write a number, .inf, -.inf, .nan, true or false";
+      case BaseTy::Bool: return "; write true or false";
+      case BaseTy::ScalarType: {
+        std::vector<std::string_view> names;
+        for (const DtypeName& d : dtype_names()) names.push_back(d.name);
+        return fmt::format("; write a dtype name: {}", fmt::join(names, ", "));
+      }
+      default: return "";
+    }
+  }
+
+  // A literal read for its argument's type (Note [precision rules]).
+  static std::optional<RuleValue> rule_value(const Located& value, model::BaseTy base, const std::string& arg) {
+    using model::BaseTy;
+    const std::string& t = value.text;
+    RuleValue out;
+    const auto boolean = [&]() -> bool {
+      if (t == "true" || t == "True" || t == "TRUE") out.boolean = true;
+      else if (!(t == "false" || t == "False" || t == "FALSE")) return false;
+      out.kind = RuleValue::Kind::boolean;
+      out.spelling = out.boolean ? "true" : "false";
+      return true;
+    };
+    const auto integer = [&]() -> bool {
+      int64_t v = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      if (ec != std::errc() || end != t.data() + t.size()) return false;
+      out.kind = RuleValue::Kind::integer;
+      out.integer = v;
+      out.spelling = std::to_string(v);
+      return true;
+    };
+    const auto real = [&]() -> bool {
+      static const std::pair<std::string_view, double> kSpecial[] = {
+          {".inf", INFINITY}, {".Inf", INFINITY}, {".INF", INFINITY}, {"+.inf", INFINITY}, {"inf", INFINITY},
+          {"-.inf", -INFINITY}, {"-.Inf", -INFINITY}, {"-.INF", -INFINITY}, {"-inf", -INFINITY},
+          {".nan", NAN}, {".NaN", NAN}, {".NAN", NAN}, {"nan", NAN}};
+      out.kind = RuleValue::Kind::real;
+      for (const auto& [spelled, v] : kSpecial)
+        if (t == spelled) {
+          out.real = v;
+          out.spelling = std::isnan(v) ? ".nan" : v > 0 ? ".inf" : "-.inf";
+          return true;
+        }
+      double v = 0;
+      const char* begin = t.data() + (t.starts_with('+') ? 1 : 0);
+      const auto [end, ec] = std::from_chars(begin, t.data() + t.size(), v);
+      if (ec != std::errc() || end != t.data() + t.size() || t.empty() || !std::isfinite(v)) return false;
+      out.real = v;
+      out.spelling = fmt::format("{}", v);
+      if (out.spelling.find_first_of(".e") == std::string::npos) out.spelling += ".0";
+      return true;
+    };
+    switch (base) {
+      case BaseTy::Int:
+      case BaseTy::SymInt:
+        if (arg == "reduction") {
+          // at::Reduction: None, Mean, Sum.
+          static constexpr std::string_view kReductions[] = {"none", "mean", "sum"};
+          for (size_t i = 0; i < 3; ++i)
+            if (t == kReductions[i]) return RuleValue{RuleValue::Kind::integer, false, static_cast<int64_t>(i), 0, "", std::string(t)};
+          if (integer() && out.integer >= 0 && out.integer < 3) {
+            out.spelling = std::string(kReductions[out.integer]);
+            return out;
+          }
+          return std::nullopt;
+        }
+        return integer() ? std::optional(out) : std::nullopt;
+      case BaseTy::Float: return integer() || real() ? std::optional(out) : std::nullopt;
+      case BaseTy::Scalar: return integer() || real() || boolean() ? std::optional(out) : std::nullopt;
+      case BaseTy::Bool: return boolean() ? std::optional(out) : std::nullopt;
+      case BaseTy::Str: {
+        out.kind = RuleValue::Kind::text;
+        out.text = t;
+        const bool plain = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
+                           !std::isdigit(static_cast<unsigned char>(t[0])) && t != "null" && t != "true" && t != "false";
+        out.spelling = plain ? t : double_quoted(t);
+        return out;
+      }
+      case BaseTy::ScalarType:
+        for (const DtypeName& d : dtype_names())
+          if (d.name == t) return RuleValue{RuleValue::Kind::dtype, false, d.code, 0, std::string(d.name), std::string(d.name)};
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
+  // A string as a double-quoted YAML (and JSON) scalar.
+  static std::string double_quoted(const std::string& text) {
+    std::string out = "\"";
+    for (const char c : text) {
+      if (c == '"' || c == '\\') out.push_back('\\');
+      if (c == '\n') out += "\\n";
+      else if (c == '\t') out += "\\t";
+      else out.push_back(c);
+    }
+    return out + "\"";
+  }
+
+ private:
+  // A manifest's rule for an op the schemas lack: values by spelling, no argument positions.
+  static Rule unchecked(const PolicyEntry& entry) {
+    Rule rule;
+    if (entry.dtypes)
+      for (const Located& dtype : *entry.dtypes) rule.dtypes.push_back(dtype.text);
+    for (const auto& [written, out] : {std::pair{&entry.when, &rule.when}, std::pair{&entry.unless, &rule.unless}})
+      for (const WrittenCondition& condition : *written) {
+        ArgCondition c{condition.arg.text, 0, {}};
+        for (const std::optional<Located>& value : condition.values) {
+          if (!value) {
+            c.values.push_back({RuleValue::Kind::none, false, 0, 0, "", "null"});
+            continue;
+          }
+          std::optional<RuleValue> parsed;
+          for (const model::BaseTy base : {model::BaseTy::Scalar, model::BaseTy::ScalarType}) {
+            if (!parsed) parsed = rule_value(*value, base, condition.arg.text);
+          }
+          if (!parsed) parsed = rule_value(*value, model::BaseTy::Str, condition.arg.text);
+          c.values.push_back(std::move(*parsed));
+        }
+        out->push_back(std::move(c));
+      }
+    for (const WrittenArgCast& cast : entry.args) rule.args.push_back({cast.arg.text, 0, cast.cast});
+    return rule;
+  }
+
+  DiagnosticEngine& diags_;
+};
+
 class Resolver {
  public:
   Resolver(const model::SchemaSet& schemas, DiagnosticEngine& diags, const ResolveTarget& target)
@@ -95,19 +348,43 @@ class Resolver {
     }
     finish_header(chain.front());
     if (device_) check_fp8();
+    check_rule_dtypes();
     if (diags_.error_count() != errors_before) return std::nullopt;
     for (const PolicyFile& f : chain) result_.files.push_back(f.file);
-    for (Slot& slot : slots_)
-      if (!slot.removed) result_.entries.push_back(std::move(slot.entry));
+    // An overload's entries stand together (Note [precision rules]), at its first one's place.
+    std::vector<bool> taken(slots_.size(), false);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].removed || taken[i]) continue;
+      for (const size_t j : index_.at(slots_[i].entry.schema)) {
+        if (slots_[j].removed || taken[j]) continue;
+        taken[j] = true;
+        result_.entries.push_back(std::move(slots_[j].entry));
+      }
+    }
     return std::move(result_);
   }
 
  private:
   struct Slot {
     ResolvedEntry entry;
-    size_t file_index;  // position in the bases-first order
+    size_t file_index;            // position in the bases-first order
+    const PolicyEntry* written;  // the entry as the file has it
     bool removed = false;
   };
+
+  // A rule's dtypes must be the policy's lower-precision dtypes, known once every file is applied.
+  void check_rule_dtypes() {
+    for (const Slot& slot : slots_) {
+      if (slot.removed || !slot.written->dtypes) continue;
+      for (const Located& dtype : *slot.written->dtypes)
+        if (std::find(result_.lower_precision.begin(), result_.lower_precision.end(), dtype.text) == result_.lower_precision.end())
+          diags_.error(dtype.location,
+                       fmt::format("'dtypes:' names {}, which is not a lower-precision dtype of this policy ('lower_precision: [{}]'), so "
+                                   "the entry could never apply",
+                                   dtype.text, fmt::join(result_.lower_precision, ", ")),
+                       dtype.length);
+    }
+  }
 
   void apply_header(const PolicyFile& file) {
     if (file.device) {
@@ -258,10 +535,14 @@ class Resolver {
       size_t removed = 0;
       for (const FunctionSchema* schema : targets) {
         auto it = index_.find(schema);
-        if (it == index_.end() || slots_[it->second].removed) continue;
-        slots_[it->second].removed = true;
+        if (it == index_.end()) continue;
+        bool any = false;
+        for (const size_t i : it->second) {
+          any = any || !slots_[i].removed;
+          slots_[i].removed = true;
+        }
         index_.erase(it);
-        ++removed;
+        removed += any ? 1 : 0;
       }
       if (!targets.empty() && removed == 0)
         diags_.error(op.location, fmt::format("'{}' is in none of the inherited lists; nothing to remove", op.text), op.length);
@@ -368,19 +649,62 @@ class Resolver {
       if (!resolved.redispatch) return;
       resolved.redispatch_op = resolved.redispatch->name().display();
     }
-    if (auto it = index_.find(&schema); it != index_.end()) {
-      report_duplicate(slots_[it->second], entry, schema);
-      return;
+    std::optional<Rule> rule = resolve_rule(entry, &schema, diags_);
+    if (!rule) return;
+    resolved.rule = std::move(*rule);
+    std::vector<size_t>& same_overload = index_[&schema];
+    for (const size_t i : same_overload) {
+      const Slot& existing = slots_[i];
+      if (existing.removed) continue;
+      if (!resolved.rule.conditional() && !existing.entry.rule.conditional()) {
+        report_duplicate(existing, entry, resolved, schema);
+        return;
+      }
+      if (rules_overlap(resolved.rule, existing.entry.rule)) {
+        report_overlap(existing, entry, resolved, schema);
+        return;
+      }
     }
-    index_.emplace(&schema, slots_.size());
-    slots_.push_back({std::move(resolved), file_index_});
+    same_overload.push_back(slots_.size());
+    slots_.push_back({std::move(resolved), file_index_, &entry});
+  }
+
+  // Two entries of one overload that one call could match (Note [precision rules]).
+  void report_overlap(const Slot& existing, const PolicyEntry& entry, const ResolvedEntry& resolved, const FunctionSchema& schema) {
+    const auto describe = [](PolicyKind policy, const Rule& rule) {
+      const std::string condition = rule.condition_str();
+      return fmt::format("{}{}", spelling(policy), condition.empty() ? " (every call)" : " " + condition);
+    };
+    const std::string name = schema.name().display();
+    if (existing.file_index == file_index_) {
+      diags_.error(entry.op.location,
+                   fmt::format("entries of '{}' overlap: a call could match both {} and {}; give them disjoint 'dtypes:' or "
+                               "conditions",
+                               name, describe(existing.entry.policy, existing.entry.rule), describe(resolved.policy, resolved.rule)),
+                   entry.op.length);
+      diags_.note(existing.entry.location, "the other entry is here", existing.entry.length);
+    } else {
+      diags_.error(entry.op.location,
+                   fmt::format("'{}' is inherited as {}, and a call could match both that and this entry ({}); list it under "
+                               "'remove:' or give the entries disjoint 'dtypes:' or conditions",
+                               name, describe(existing.entry.policy, existing.entry.rule), describe(resolved.policy, resolved.rule)),
+                   entry.op.length);
+      diags_.note(existing.entry.location, "inherited from here", existing.entry.length);
+    }
   }
 
   // The same overload listed twice: redundant in the same policy, a conflict in another one.
-  void report_duplicate(const Slot& existing, const PolicyEntry& entry, const FunctionSchema& schema) {
+  void report_duplicate(const Slot& existing, const PolicyEntry& entry, const ResolvedEntry& resolved, const FunctionSchema& schema) {
     const std::string name = schema.name().display();
     const bool same_file = existing.file_index == file_index_;
-    if (existing.entry.policy == entry.policy) {
+    if (existing.entry.policy == entry.policy && existing.entry.rule != resolved.rule) {
+      diags_.error(entry.op.location,
+                   fmt::format("'{}' is listed twice in {} with different 'args:' ({} and {})", name, spelling(entry.policy),
+                               existing.entry.rule.args_str().empty() ? "none" : existing.entry.rule.args_str(),
+                               resolved.rule.args_str().empty() ? "none" : resolved.rule.args_str()),
+                   entry.op.length);
+      diags_.note(existing.entry.location, "listed here", existing.entry.length);
+    } else if (existing.entry.policy == entry.policy) {
       diags_.warning(entry.op.location,
                      same_file ? fmt::format("redundant entry: '{}' is already listed in {}", name, spelling(entry.policy))
                                : fmt::format("redundant entry: '{}' is already inherited in {}", name, spelling(entry.policy)),
@@ -451,11 +775,15 @@ class Resolver {
   std::optional<Located> device_;
   std::optional<Located> dispatch_key_;
   std::vector<Slot> slots_;
-  std::unordered_map<const FunctionSchema*, size_t> index_;
+  std::unordered_map<const FunctionSchema*, std::vector<size_t>> index_;  // an overload's slots
   size_t file_index_ = 0;
 };
 
 }  // namespace
+
+std::optional<Rule> resolve_rule(const PolicyEntry& entry, const model::FunctionSchema* schema, DiagnosticEngine& diags) {
+  return RuleResolver(diags).resolve(entry, schema);
+}
 
 std::optional<ResolvedPolicy> resolve_policy(const std::vector<PolicyFile>& chain, const model::SchemaSet& schemas,
                                              DiagnosticEngine& diags, const ResolveTarget& target) {

@@ -41,6 +41,11 @@ struct ResolveTarget {
                                                            const model::SchemaSet& schemas, DiagnosticEngine& diags,
                                                            const ResolveTarget& target = {});
 
+// An entry's precision rule (Note [precision rules]) checked against its overload's schema: the
+// arguments it names exist and have the right kinds, its values fit their types. Without a
+// schema (a manifest's op the schemas at hand lack), values are read by their spelling alone.
+[[nodiscard]] std::optional<Rule> resolve_rule(const PolicyEntry& entry, const model::FunctionSchema* schema, DiagnosticEngine& diags);
+
 // load_policy_chain + resolve_policy.
 [[nodiscard]] std::optional<ResolvedPolicy> load_policy(const std::filesystem::path& path, const model::SchemaSet& schemas,
                                                         SourceManager& sources, DiagnosticEngine& diags,

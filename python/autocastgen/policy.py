@@ -7,9 +7,12 @@ run time with torch.library. Nothing is compiled; a policy applies as soon as th
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -146,7 +149,42 @@ def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
         raise PolicyError(diagnostics.rstrip("\n"), source) from None
 
 
-def register_runtime_policy(op: str, policy: str, device: str = "cpu", message: str | None = None) -> None:
+def _rule_value(value: object) -> object:
+    """A condition value as the policy language writes it (JSON has no infinities)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, (list, tuple)):
+        return [_rule_value(v) for v in value]
+    return value
+
+
+def _rule_text(dtypes, when, unless, args) -> str:
+    """The rule keyword arguments as the YAML flow mapping the runtime reads ('' when none)."""
+    rule: dict[str, object] = {}
+    if dtypes is not None:
+        rule["dtypes"] = [_rule_value(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    for key, mapping in (("when", when), ("unless", unless), ("args", args)):
+        if mapping is None:
+            continue
+        if not isinstance(mapping, dict):
+            raise TypeError(f"autocastgen.register_runtime_policy: {key} must be a dict, not {type(mapping).__name__}")
+        rule[key] = {str(name): _rule_value(value) for name, value in mapping.items()}
+    return json.dumps(rule) if rule else ""
+
+
+def register_runtime_policy(
+    op: str,
+    policy: str,
+    device: str = "cpu",
+    message: str | None = None,
+    *,
+    dtypes: Sequence[str | torch.dtype] | str | torch.dtype | None = None,
+    when: Mapping[str, object] | None = None,
+    unless: Mapping[str, object] | None = None,
+    args: Mapping[str, str] | None = None,
+) -> None:
     """Gives one op a policy on one device's autocast key, at once.
 
     Args:
@@ -156,6 +194,12 @@ def register_runtime_policy(op: str, policy: str, device: str = "cpu", message: 
             ``fp32_append_dtype`` or ``banned``.
         device: the autocast device type (``cpu``, ``cuda``, ...).
         message: the error text of ``banned`` (required for it, refused for the others).
+        dtypes, when, unless, args: the entry's precision rule, as a policy file's entry writes
+            them (docs/policy-language.md, "Precision rules"): e.g. ``dtypes=["float16"]``,
+            ``unless={"reduction": "none"}``, ``when={"exponent": [1, 2]}``,
+            ``args={"weight": "fp32", "running_mean": "keep"}``. Floats may be ``math.inf``.
+            An op given several rules needs a policy file (``load_policy``): one call replaces
+            the op's policy with this one entry.
 
     The kernel follows ``torch.autocast`` (PyTorch's state) unless an ``autocastgen.autocast``
     scope is open for the device. Replaces what the key had (warning once per op and key).
@@ -169,9 +213,10 @@ def register_runtime_policy(op: str, policy: str, device: str = "cpu", message: 
             raise TypeError(f"autocastgen.register_runtime_policy: {label} must be a str, not {type(value).__name__}")
     if message is not None and not isinstance(message, str):
         raise TypeError(f"autocastgen.register_runtime_policy: message must be a str, not {type(message).__name__}")
+    rule = _rule_text(dtypes, when, unless, args)
     ops = _ops()
     try:
-        ops.register_runtime_policy(op, policy, device, message or "")
+        ops.register_runtime_policy(op, policy, device, message or "", rule)
     except RuntimeError as error:
         text = str(error)
         if not text.startswith("autocastgen: register_runtime_policy("):

@@ -17,22 +17,35 @@ namespace autocastgen::torch {
 // How an argument of a schema takes part in casting.
 enum class ArgKind { other, tensor, tensor_list, optional_tensor, optional_tensor_list };
 
+// What an entry's `args:` makes of one argument (Note [precision rules] in
+// codegen/policy/policy.h): follow the entry's list, or keep / fp32 / lower precision.
+enum class ArgOverride : uint8_t { follow, keep, fp32, lower_precision };
+
 // The op's arguments on the stack: stack[base + i] is argument i, of kind kinds[i].
 struct BoxedArgs {
   c10::Stack* stack;
   size_t base;
   const std::vector<ArgKind>* kinds;
-  std::optional<size_t> dtype_index;  // fp32_set_opt_dtype: the `ScalarType? dtype` argument
+  std::optional<size_t> dtype_index;                    // fp32_set_opt_dtype: the `ScalarType? dtype` argument
+  const std::vector<ArgOverride>* overrides = nullptr;  // one per argument; null: every one follows
 
   [[nodiscard]] c10::IValue& at(size_t i) const { return (*stack)[base + i]; }
   [[nodiscard]] size_t size() const { return kinds->size(); }
+  [[nodiscard]] ArgOverride override_of(size_t i) const { return overrides ? (*overrides)[i] : ArgOverride::follow; }
 };
 
-// Casts every tensor argument on the stack, in place.
+// Casts every tensor argument on the stack, in place: to `to`, or as its override says.
 template <typename S>
-const BoxedArgs& cast_arg(const Call<S>& call, const BoxedArgs& args, at::ScalarType to) {
+const BoxedArgs& cast_arg(const Call<S>& call, const BoxedArgs& args, at::ScalarType list_to) {
   for (size_t i = 0; i < args.size(); ++i) {
     c10::IValue& value = args.at(i);
+    at::ScalarType to = list_to;
+    switch (args.override_of(i)) {
+      case ArgOverride::follow: break;
+      case ArgOverride::keep: continue;
+      case ArgOverride::fp32: to = at::kFloat; break;
+      case ArgOverride::lower_precision: to = call.lower_precision(); break;
+    }
     switch ((*args.kinds)[i]) {
       case ArgKind::other: break;
       case ArgKind::tensor:
@@ -58,6 +71,7 @@ template <typename S>
 at::ScalarType promote_arg(const Call<S>& call, at::ScalarType current, const BoxedArgs& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& value = args.at(i);
+    if (args.override_of(i) != ArgOverride::follow) continue;  // it has its own target
     if ((*args.kinds)[i] == ArgKind::tensor) current = call.promote(current, value.toTensor());
     if ((*args.kinds)[i] == ArgKind::tensor_list)
       for (const at::Tensor& t : value.toTensorList()) current = call.promote(current, t);

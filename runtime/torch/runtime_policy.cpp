@@ -5,6 +5,8 @@
 #include "autocastgen/runtime/runtime_policy.h"
 
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -37,6 +39,7 @@
 #include "support/diagnostics.h"
 #include "support/source_manager.h"
 #include "support/strings.h"
+#include "support/yaml.h"
 
 namespace autocastgen {
 namespace {
@@ -66,30 +69,96 @@ ArgKind arg_kind(const c10::Argument& argument) {
   return ArgKind::other;
 }
 
-// Everything the kernel needs, fixed at registration.
-struct KernelSpec {
-  c10::OperatorHandle handle;
-  std::string ns;           // the op's namespace
-  std::string unqualified;  // `name[.overload]`
-  std::string op;           // `ns::name[.overload]`
+// A condition of a rule: argument `index` against its values (Note [precision rules]).
+struct ConditionSpec {
+  size_t index;
+  std::vector<policy::RuleValue> values;
+};
+
+// One entry of the op's policy, fixed at registration.
+struct RuleSpec {
   PolicyKind policy;
-  c10::DeviceType device;
-  c10::DispatchKey key;
-  std::vector<ArgKind> args;
+  std::vector<at::ScalarType> dtypes;  // empty: every lower-precision dtype
+  std::vector<ConditionSpec> when;
+  std::vector<ConditionSpec> unless;
+  std::vector<torch::ArgOverride> overrides;        // `args:`, one per argument; empty: none
   std::optional<size_t> dtype_arg;                  // fp32_set_opt_dtype
   std::optional<c10::OperatorHandle> redispatch;    // fp32_append_dtype
   std::string message;                              // banned
   std::optional<fp8::Recipe> fp8_recipe;            // fp8
 };
 
-// One boxed call through the per-policy driver of its policy (policy_call.h), as the generated
-// wrapper of the same policy and state would make it.
+// Everything the kernel needs, fixed at registration.
+struct KernelSpec {
+  c10::OperatorHandle handle;
+  std::string ns;           // the op's namespace
+  std::string unqualified;  // `name[.overload]`
+  std::string op;           // `ns::name[.overload]`
+  c10::DeviceType device;
+  c10::DispatchKey key;
+  std::vector<ArgKind> args;
+  std::vector<RuleSpec> rules;  // one, or several conditional ones (Note [precision rules])
+};
+
+// An argument on the stack against a condition's literal, as the generated rt::is_one_of compares
+// them: numbers by value, a symbolic SymInt matching no number.
+bool matches(const c10::IValue& value, const policy::RuleValue& literal) {
+  using Kind = policy::RuleValue::Kind;
+  if (literal.kind == Kind::none) return value.isNone();
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  switch (literal.kind) {
+    case Kind::boolean: return value.isBool() && value.toBool() == literal.boolean;
+    case Kind::text: return value.isString() && value.toStringRef() == literal.text;
+    case Kind::dtype: return value.isInt() && value.toInt() == literal.integer;
+    case Kind::integer:
+    case Kind::real: {
+      const double number = literal.kind == Kind::integer ? static_cast<double>(literal.integer) : literal.real;
+      if (value.isInt()) return literal.kind == Kind::integer ? value.toInt() == literal.integer : same(static_cast<double>(value.toInt()), number);
+      if (value.isDouble()) return same(value.toDouble(), number);
+      if (value.isSymInt()) {
+        const std::optional<int64_t> known = value.toSymInt().maybe_as_int();
+        return known && literal.kind == Kind::integer && *known == literal.integer;
+      }
+      return false;
+    }
+    case Kind::none: break;
+  }
+  return false;
+}
+
+bool is_one_of(const c10::IValue& value, const std::vector<policy::RuleValue>& literals) {
+  return std::any_of(literals.begin(), literals.end(), [&](const policy::RuleValue& l) { return matches(value, l); });
+}
+
+// The first rule whose dtypes and conditions the call meets; null: the call falls through.
+template <typename State>
+const RuleSpec* select_rule(const KernelSpec& spec, const c10::Stack& stack, size_t base) {
+  std::optional<at::ScalarType> lower;
+  for (const RuleSpec& rule : spec.rules) {
+    if (!rule.dtypes.empty()) {
+      if (!lower) lower = State::lower_precision(spec.device);
+      if (std::find(rule.dtypes.begin(), rule.dtypes.end(), *lower) == rule.dtypes.end()) continue;
+    }
+    const auto holds = [&](const ConditionSpec& c) { return is_one_of(stack[base + c.index], c.values); };
+    if (!std::all_of(rule.when.begin(), rule.when.end(), holds)) continue;
+    if (std::any_of(rule.unless.begin(), rule.unless.end(), holds)) continue;
+    return &rule;
+  }
+  return nullptr;
+}
+
+// One boxed call through the per-policy driver of the rule it matches (policy_call.h), as the
+// generated wrapper of the same policy and state would make it.
 template <typename State>
 void run_policy(const KernelSpec& spec, const c10::OperatorHandle& op, c10::Stack* stack) {
   const torch::Site site{spec.device, spec.key, spec.op.c_str()};
-  const BoxedArgs args{stack, stack->size() - spec.args.size(), &spec.args, spec.dtype_arg};
+  const size_t base = stack->size() - spec.args.size();
   const auto call = [&](const BoxedArgs&) { op.callBoxed(stack); };
-  switch (spec.policy) {
+  const RuleSpec* rule = select_rule<State>(spec, *stack, base);
+  if (rule == nullptr) return torch::fall_through<State>(site, call, BoxedArgs{stack, base, &spec.args, std::nullopt});
+  const RuleSpec& r = *rule;
+  const BoxedArgs args{stack, base, &spec.args, r.dtype_arg, r.overrides.empty() ? nullptr : &r.overrides};
+  switch (r.policy) {
     case PolicyKind::lower_precision_fp: return torch::lower_precision_fp<State>(site, call, args);
     case PolicyKind::fp32: return torch::fp32<State>(site, call, args);
     case PolicyKind::promote: return torch::promote<State>(site, call, args);
@@ -97,12 +166,12 @@ void run_policy(const KernelSpec& spec, const c10::OperatorHandle& op, c10::Stac
     case PolicyKind::fp32_append_dtype: {
       const auto redispatch = [&](const BoxedArgs&, at::ScalarType dtype) {
         stack->emplace_back(static_cast<int64_t>(dtype));
-        spec.redispatch->callBoxed(stack);
+        r.redispatch->callBoxed(stack);
       };
       return torch::fp32_append_dtype<State>(site, call, redispatch, args);
     }
-    case PolicyKind::banned: return torch::banned<State>(site, spec.message.c_str(), call, args);
-    case PolicyKind::fp8: return torch::fp8<State>(site, *spec.fp8_recipe, call, args);
+    case PolicyKind::banned: return torch::banned<State>(site, r.message.c_str(), call, args);
+    case PolicyKind::fp8: return torch::fp8<State>(site, *r.fp8_recipe, call, args);
   }
 }
 
@@ -224,34 +293,71 @@ fp8::Recipe runtime_recipe(const policy::Fp8Recipe& recipe) {
   return out;
 }
 
-KernelSpec kernel_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved) {
-  const model::OperatorName& name = entry.schema->name();
+at::ScalarType scalar_type_named(const std::string& dtype) {
+  for (const policy::DtypeName& d : policy::dtype_names())
+    if (d.name == dtype) return static_cast<at::ScalarType>(d.code);
+  TORCH_CHECK(false, "autocastgen: unknown dtype ", dtype);
+}
+
+RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved, const c10::OperatorHandle& handle,
+                   const std::string& ns) {
+  RuleSpec rule{.policy = entry.policy,
+                .dtypes = {},
+                .when = {},
+                .unless = {},
+                .overrides = {},
+                .dtype_arg = std::nullopt,
+                .redispatch = std::nullopt,
+                .message = entry.message,
+                .fp8_recipe = std::nullopt};
+  const auto& arguments = handle.schema().arguments();
+  for (const std::string& dtype : entry.rule.dtypes) rule.dtypes.push_back(scalar_type_named(dtype));
+  for (const policy::ArgCondition& c : entry.rule.when) rule.when.push_back({c.index, c.values});
+  for (const policy::ArgCondition& c : entry.rule.unless) rule.unless.push_back({c.index, c.values});
+  if (!entry.rule.args.empty()) {
+    rule.overrides.assign(arguments.size(), torch::ArgOverride::follow);
+    for (const policy::ArgCastRule& a : entry.rule.args)
+      rule.overrides.at(a.index) = a.cast == policy::ArgCast::keep   ? torch::ArgOverride::keep
+                                   : a.cast == policy::ArgCast::fp32 ? torch::ArgOverride::fp32
+                                                                     : torch::ArgOverride::lower_precision;
+  }
+  if (entry.policy == PolicyKind::fp32_set_opt_dtype)
+    for (size_t i = 0; i < arguments.size(); ++i)
+      if (arguments[i].name() == "dtype") rule.dtype_arg = i;
+  if (entry.policy == PolicyKind::fp8) rule.fp8_recipe = runtime_recipe(*resolved.fp8);
+  if (entry.redispatch) {
+    const model::OperatorName& sibling = entry.redispatch->name();
+    rule.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());
+  }
+  return rule;
+}
+
+// One overload's kernel: its entries (adjacent in a resolved policy) as rules, in order.
+KernelSpec kernel_spec(std::span<const policy::ResolvedEntry> entries, const policy::ResolvedPolicy& resolved) {
+  const model::OperatorName& name = entries.front().schema->name();
   const std::string ns(name.namespace_or_aten());
   const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name.name).c_str(), name.overload.c_str());
   KernelSpec spec{.handle = handle,
                   .ns = ns,
                   .unqualified = name.unqualified(),
                   .op = ns + "::" + name.unqualified(),
-                  .policy = entry.policy,
                   .device = device_type_of(resolved.device),
                   .key = dispatch_key_of(resolved.dispatch_key),
                   .args = {},
-                  .dtype_arg = std::nullopt,
-                  .redispatch = std::nullopt,
-                  .message = entry.message,
-                  .fp8_recipe = std::nullopt};
+                  .rules = {}};
   for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
-  if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
-    const auto& arguments = handle.schema().arguments();
-    for (size_t i = 0; i < arguments.size(); ++i)
-      if (arguments[i].name() == "dtype") spec.dtype_arg = i;
-  }
-  if (entry.policy == PolicyKind::fp8) spec.fp8_recipe = runtime_recipe(*resolved.fp8);
-  if (entry.redispatch) {
-    const model::OperatorName& sibling = entry.redispatch->name();
-    spec.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());
-  }
+  for (const policy::ResolvedEntry& entry : entries) spec.rules.push_back(rule_spec(entry, resolved, handle, ns));
   return spec;
+}
+
+// `fp32`, or `fp32 or lower_precision_fp by rule` for an overload with several rules.
+std::string policies_of(const KernelSpec& spec) {
+  std::string out;
+  for (const RuleSpec& rule : spec.rules) {
+    const std::string_view name = policy::spelling(rule.policy);
+    if (out.find(name) == std::string::npos) out += (out.empty() ? "" : " or ") + std::string(name);
+  }
+  return spec.rules.size() > 1 ? out + " by rule" : out;
 }
 
 // Every runtime policy this process holds: the registration keeps the kernel installed.
@@ -289,7 +395,7 @@ class Registry {
   void install_locked(KernelSpec spec) {
     const Id id{spec.op, spec.key};
     if (spec.handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
-      TORCH_WARN("autocastgen: the runtime policy ", policy::spelling(spec.policy), " for ", spec.op, " on ", spec.key,
+      TORCH_WARN("autocastgen: the runtime policy ", policies_of(spec), " for ", spec.op, " on ", spec.key,
                  " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
                  "runtime policy)");
     if (const auto it = installed_.find(id); it != installed_.end()) {
@@ -316,7 +422,11 @@ class Registry {
 // a failed lookup registers nothing. Returns the number installed.
 size_t install(const policy::ResolvedPolicy& resolved) {
   std::vector<KernelSpec> specs;
-  for (const policy::ResolvedEntry& entry : resolved.entries) specs.push_back(kernel_spec(entry, resolved));
+  const std::vector<policy::ResolvedEntry>& entries = resolved.entries;
+  for (size_t first = 0, last = 0; first < entries.size(); first = last) {
+    while (last < entries.size() && entries[last].schema == entries[first].schema) ++last;
+    specs.push_back(kernel_spec(std::span(entries).subspan(first, last - first), resolved));
+  }
   const size_t count = specs.size();
   Registry::get().install(std::move(specs));
   return count;
@@ -348,11 +458,13 @@ bool has_runtime_policy(const std::string& qualified, c10::DispatchKey key) { re
 
 }  // namespace detail
 
-void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device, std::string_view message) {
+void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device, std::string_view message,
+                             std::string_view rule) {
   const std::string call = c10::str("autocastgen: register_runtime_policy('", printable(op), "', '", printable(policy), "', '",
                                     printable(device), "'",
-                                    message.empty() ? "" : ", <message>", ") failed:");
-  for (const std::string_view argument : {op, policy, device, message})
+                                    message.empty() ? "" : ", <message>", rule.empty() ? "" : c10::str(", rule=", printable(rule)),
+                                    ") failed:");
+  for (const std::string_view argument : {op, policy, device, message, rule})
     TORCH_CHECK(is_utf8(argument), call, "\nerror: an argument is not UTF-8 text");
   // The arguments are checked as the same fields of a policy file (same messages), in a buffer
   // of their own so that every diagnostic has a place; the messages print without it.
@@ -365,10 +477,16 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
     return policy::Located{std::string(field), {file, static_cast<uint32_t>(offset)}, static_cast<uint32_t>(std::max<size_t>(field.size(), 1)),
                            /*verbatim=*/true};
   };
-  const policy::EntryValues values{value(device, 0), value(policy, device.size() + 1),
-                                   value(op, device.size() + policy.size() + 2),
-                                   message.empty() ? std::nullopt
-                                                   : std::optional(value(message, device.size() + policy.size() + op.size() + 3))};
+  policy::EntryValues values{value(device, 0), value(policy, device.size() + 1),
+                             value(op, device.size() + policy.size() + 2),
+                             message.empty() ? std::nullopt
+                                             : std::optional(value(message, device.size() + policy.size() + op.size() + 3))};
+  std::optional<YamlNode> rule_node;
+  if (!rule.empty()) {
+    rule_node = parse_yaml(sources, sources.add_buffer("<rule>", std::string(rule)), diags);
+    TORCH_CHECK(rule_node && !diags.has_errors(), call, without_location(diags));
+    values.rule = &*rule_node;
+  }
   std::optional<policy::PolicyFile> parsed = policy::parse_policy_entry(file, values, diags);
   TORCH_CHECK(parsed && !diags.has_errors(), call, without_location(diags),
               policy == "banned" && message.empty() ? "\nnote: pass the message as the fourth argument" : "");
@@ -429,10 +547,9 @@ const bool environment_policy_loaded = [] {
 
 // The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("register_runtime_policy(str op, str policy, str device, str message=\"\") -> ()",
-        [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message) {
-          autocastgen::register_runtime_policy(op, policy, device, message);
-        });
+  m.def("register_runtime_policy(str op, str policy, str device, str message=\"\", str rule=\"\") -> ()",
+        [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
+           const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); });
   m.def("load_runtime_policy_file(str path) -> int",
         [](const std::string& path) { return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path)); });
   m.def("clear_runtime_policies() -> ()", [] { autocastgen::clear_runtime_policies(); });

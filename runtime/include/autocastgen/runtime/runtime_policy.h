@@ -19,8 +19,10 @@ namespace autocastgen {
 // AutocastScope is on for the device, else PyTorch's at::autocast state (torch.autocast).
 // Safe at any time from any thread, as is clear_runtime_policies: a call of the op in flight
 // finishes with the policy it started with, a new call sees the old or the new one.
+// `rule`, when given, is the entry's precision rule as a YAML flow mapping, as a list entry holds
+// it beside `op:` (docs/policy-language.md): `{dtypes: [float16], unless: {reduction: none}}`.
 TORCH_API void register_runtime_policy(std::string_view op, std::string_view policy, std::string_view device,
-                                       std::string_view message = {});
+                                       std::string_view message = {}, std::string_view rule = {});
 
 // Loads a policy file (the policy language of docs/policy-language.md, resolved against the ops
 // registered now) and registers every entry as above. Throws c10::Error whose message holds the

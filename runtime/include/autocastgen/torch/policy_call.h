@@ -4,7 +4,9 @@
 // files compile fast.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include <ATen/core/List.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/SymInt.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/DispatchKey.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -423,6 +427,136 @@ decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, c
   }
   call.target(to);
   return invoke(op, cast_arg(call, args, to)...);
+}
+
+// ---- Precision rules (Note [precision rules] in codegen/policy/policy.h): a wrapper with
+// conditional entries reads the lower-precision dtype once, tests each entry's condition in order
+// and calls that entry's driver; a call no entry matches falls through.
+
+template <typename State>
+at::ScalarType lower_precision(c10::DeviceType device) {
+  return State::lower_precision(device);
+}
+
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+namespace detail {
+template <typename T>
+struct is_optional : std::false_type {};
+template <typename T>
+struct is_optional<std::optional<T>> : std::true_type {};
+
+inline bool same_number(double value, double literal) {
+  return value == literal || (std::isnan(value) && std::isnan(literal));
+}
+
+// One argument against one literal of a `when:`/`unless:` list; numbers compare by value, a
+// symbolic SymInt matches no number (its value is unknown until it is guarded).
+template <typename T, typename L>
+bool matches(const T& value, const L& literal) {
+  if constexpr (is_optional<T>::value) {
+    if constexpr (std::is_same_v<L, std::nullopt_t>) return !value.has_value();
+    else return value.has_value() && matches(*value, literal);
+  } else if constexpr (std::is_same_v<L, std::nullopt_t>) {
+    return false;
+  } else if constexpr (std::is_same_v<T, c10::Scalar>) {
+    if constexpr (std::is_same_v<L, bool>) return value.isBoolean() && value.toBool() == literal;
+    else if (value.isFloatingPoint()) return same_number(value.toDouble(), literal);
+    else if (value.isIntegral(/*includeBool=*/false)) return same_number(static_cast<double>(value.toLong()), literal);
+    else return false;
+  } else if constexpr (std::is_same_v<T, c10::SymInt>) {
+    const std::optional<int64_t> known = value.maybe_as_int();
+    return known.has_value() && *known == literal;
+  } else if constexpr (std::is_same_v<L, const char*>) {
+    return std::string_view(value.data(), value.size()) == literal;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return same_number(value, literal);
+  } else {
+    return value == literal;
+  }
+}
+}  // namespace detail
+
+// Whether `value` equals one of `literals` (the generated condition of a `when:` or `unless:`).
+template <typename T, typename... Literals>
+bool is_one_of(const T& value, const Literals&... literals) {
+  return (detail::matches(value, literals) || ...);
+}
+
+// An argument an entry's `args:` names: not cast, cast to float32, or to the lower-precision dtype,
+// whatever the entry's list does with the others.
+template <typename T>
+struct KeepArg {
+  const T& value;
+};
+template <typename T>
+struct Fp32Arg {
+  const T& value;
+};
+template <typename T>
+struct LowerPrecisionArg {
+  const T& value;
+};
+template <typename T>
+KeepArg<T> keep(const T& value) {
+  return {value};
+}
+template <typename T>
+Fp32Arg<T> to_fp32(const T& value) {
+  return {value};
+}
+template <typename T>
+LowerPrecisionArg<T> to_lower_precision(const T& value) {
+  return {value};
+}
+
+template <typename T>
+const T& plain_arg(const KeepArg<T>& arg) {
+  return arg.value;
+}
+template <typename T>
+const T& plain_arg(const Fp32Arg<T>& arg) {
+  return arg.value;
+}
+template <typename T>
+const T& plain_arg(const LowerPrecisionArg<T>& arg) {
+  return arg.value;
+}
+template <typename S, typename T>
+const T& cast_arg(const Call<S>&, const KeepArg<T>& arg, at::ScalarType) {
+  return arg.value;
+}
+template <typename S, typename T>
+decltype(auto) cast_arg(const Call<S>& call, const Fp32Arg<T>& arg, at::ScalarType) {
+  return cast_arg(call, arg.value, at::kFloat);
+}
+template <typename S, typename T>
+decltype(auto) cast_arg(const Call<S>& call, const LowerPrecisionArg<T>& arg, at::ScalarType) {
+  return cast_arg(call, arg.value, call.lower_precision());
+}
+// A named argument has its own target: it takes no part in promote's widest type.
+template <typename S, typename T>
+at::ScalarType promote_arg(const Call<S>&, at::ScalarType current, const KeepArg<T>&) {
+  return current;
+}
+template <typename S, typename T>
+at::ScalarType promote_arg(const Call<S>&, at::ScalarType current, const Fp32Arg<T>&) {
+  return current;
+}
+template <typename S, typename T>
+at::ScalarType promote_arg(const Call<S>&, at::ScalarType current, const LowerPrecisionArg<T>&) {
+  return current;
+}
+
+// A call that matches none of its overload's entries: the op runs untouched, below autocast.
+template <typename State, typename Op, typename... Args>
+decltype(auto) fall_through(const Site& site, const Op& op, const Args&... args) {
+  WrapperTrace& trace = wrapper_trace();
+  trace.last_op = site.op;
+  ++trace.calls;
+  const c10::impl::ExcludeDispatchKeyGuard exclude(site.key);
+  return invoke(op, args...);
 }
 
 // ---- Registration helpers of generated files.

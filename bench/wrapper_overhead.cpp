@@ -74,14 +74,17 @@ int main(int argc, char** argv) {
   std::string mode = "builtin";
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]).rfind("--mode=", 0) == 0) mode = std::string(argv[i]).substr(7);
-  if (mode != "builtin" && mode != "generated") {
-    std::fprintf(stderr, "usage: %s --mode=builtin|generated [benchmark flags]\n", argv[0]);
+  if (mode != "builtin" && mode != "generated" && mode != "rules") {
+    std::fprintf(stderr, "usage: %s --mode=builtin|generated|rules [benchmark flags]\n", argv[0]);
     return 2;
   }
   benchmark::Initialize(&argc, argv);
   std::vector<Case> cases = make_cases();
-  g_generated = mode == "generated";
-  if (g_generated) {
+  g_generated = mode != "builtin";
+  if (mode == "rules") {
+    // bench/policies/cpu_rules.yaml: the same wrappers, mse_loss's behind a precision rule.
+    load(AUTOCASTGEN_RULES_LIBRARY);
+  } else if (g_generated) {
     load(AUTOCASTGEN_CPU_LIBRARY);
     const size_t plain = cases.size();
     for (size_t i = 0; i < plain; ++i) {

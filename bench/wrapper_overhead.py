@@ -34,12 +34,15 @@ def main():
     ap.add_argument("--repetitions", type=int, default=3, help="interleaved repetitions per process")
     ap.add_argument("--min-time", default="0.1s")
     ap.add_argument("--before", metavar="BINARY", help="another build's bench_wrapper_overhead, timed in --mode=generated")
+    ap.add_argument("--rules", action="store_true",
+                    help="also time --mode=rules (mse_loss behind a precision rule) against the plain wrappers")
     args = ap.parse_args()
-    samples = {"builtin": {}, "generated": {}, "before": {}}
+    samples = {"builtin": {}, "generated": {}, "before": {}, "rules": {}}
     for _ in range(args.rounds):
         runs = [("builtin", args.binary), ("generated", args.binary)] + ([("before", args.before)] if args.before else [])
+        runs += [("rules", args.binary)] if args.rules else []
         for key, binary in runs:
-            mode = "builtin" if key == "builtin" else "generated"
+            mode = {"builtin": "builtin", "rules": "rules"}.get(key, "generated")
             for name, ns in run(binary, mode, args.min_time, args.repetitions).items():
                 samples[key].setdefault(name, []).extend(ns)
     med = {k: {n: statistics.median(v) for n, v in s.items()} for k, s in samples.items()}
@@ -50,6 +53,14 @@ def main():
     for name in med["builtin"]:
         b, g, s = med["builtin"][name], med["generated"][name], med["generated"][name + STATS_ON]
         print(f"| {name} | {b:.0f} | {g:.0f} | {g / b:.2f} | {s:.0f} | {s / g:.2f} |")
+    if args.rules:
+        print()
+        print("| op (statistics off) | plain wrappers ns/call | mse_loss behind a rule ns/call | ratio (goal <= 1.03 on "
+              "mse_loss, 1.0 elsewhere) |")
+        print("|---|---|---|---|")
+        for name in med["builtin"]:
+            g, r = med["generated"][name], med["rules"][name]
+            print(f"| {name} | {g:.0f} | {r:.0f} | {r / g:.3f} |")
     if args.before:
         print()
         print(f"| op (statistics off) | {args.before} ns/call | this build ns/call | ratio |")

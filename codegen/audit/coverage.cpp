@@ -29,9 +29,12 @@ std::string percent(size_t part, size_t whole) {
 std::string overload_label(const model::FunctionSchema& schema) { return schema.name().display(); }
 
 std::string entry_detail(const policy::ResolvedEntry& e) {
-  if (e.policy == PolicyKind::fp32_append_dtype && !e.redispatch_op.empty()) return fmt::format("calls `{}`", e.redispatch_op);
-  if (e.policy == PolicyKind::banned) return e.message;
-  return "";
+  std::string detail;
+  if (e.policy == PolicyKind::fp32_append_dtype && !e.redispatch_op.empty()) detail = fmt::format("calls `{}`", e.redispatch_op);
+  if (e.policy == PolicyKind::banned) detail = e.message;
+  // Note [precision rules]: when the entry applies, and what its named arguments become.
+  if (const std::string rule = e.rule.str(); !rule.empty()) detail += (detail.empty() ? "" : "; ") + fmt::format("`{}`", rule);
+  return detail;
 }
 
 }  // namespace
@@ -86,7 +89,8 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
                      report.uncovered_ops);
   out += "## Counts\n\n| policy | overloads |\n|---|---:|\n";
   for (PolicyKind kind : p.reported_kinds()) out += fmt::format("| {} | {} |\n", policy::spelling(kind), p.count(kind));
-  out += fmt::format("| **total** | **{}** |\n\n", p.entries.size());
+  out += fmt::format("| **total** | **{}**{} |\n\n", p.overload_count(),
+                     p.overload_count() == p.entries.size() ? "" : fmt::format(" ({} entries)", p.entries.size()));
 
   out += "## Listed overloads\n\n| op | policy | detail | listed at |\n|---|---|---|---|\n";
   for (const policy::ResolvedEntry& e : p.entries)
@@ -122,7 +126,8 @@ nlohmann::ordered_json coverage_json(const CoverageReport& report, const SourceM
   out["lower_precision"] = p.lower_precision;
   out["schemas"] = report.schema_files;
   nlohmann::ordered_json counts = emit::counts_json(p);
-  counts["total"] = p.entries.size();
+  counts["total"] = p.overload_count();
+  if (p.overload_count() != p.entries.size()) counts["entries"] = p.entries.size();  // Note [precision rules]
   out["counts"] = counts;
   out["eligible"] = {{"overloads", report.eligible},
                      {"listed", report.covered},

@@ -42,11 +42,19 @@ std::map<std::string, Entries> by_op(const policy::ResolvedPolicy& s) {
   return out;
 }
 
-// What differs: one field of a single entry on each side, else the overload's rules as a whole.
+// What differs: one field of the one entry that changed, else the overload's rules as a whole.
 std::string what_changed(const Changed& c) {
-  if (c.from_all.size() != 1 || c.to_all.size() != 1) return "rules";
-  const policy::ResolvedEntry& from = *c.from;
-  const policy::ResolvedEntry& to = *c.to;
+  if (c.from_all.size() != c.to_all.size()) return "rules";
+  const policy::ResolvedEntry* from_entry = nullptr;
+  const policy::ResolvedEntry* to_entry = nullptr;
+  for (size_t i = 0; i < c.from_all.size(); ++i) {
+    if (same_rule(*c.from_all[i], *c.to_all[i])) continue;
+    if (from_entry) return "rules";  // more than one entry changed
+    from_entry = c.from_all[i];
+    to_entry = c.to_all[i];
+  }
+  const policy::ResolvedEntry& from = *from_entry;
+  const policy::ResolvedEntry& to = *to_entry;
   if (from.policy != to.policy) return from.rule == to.rule ? "policy" : "rules";
   if (from.redispatch_op != to.redispatch_op) return "redispatch";
   if (from.message != to.message) return "message";
@@ -69,7 +77,7 @@ std::string entries_text(const Entries& entries) {
 
 std::string side_summary(const policy::ResolvedPolicy& s) {
   return fmt::format("{} ({}; device `{}`, {}, {} overloads)", s.name, policy::spelling(s.source), s.device, s.dispatch_key,
-                     s.entries.size());
+                     s.overload_count());
 }
 
 nlohmann::ordered_json side_json(const policy::ResolvedPolicy& s) {
@@ -78,7 +86,7 @@ nlohmann::ordered_json side_json(const policy::ResolvedPolicy& s) {
   j["kind"] = policy::spelling(s.source);
   j["device"] = s.device;
   j["dispatch_key"] = s.dispatch_key;
-  j["overloads"] = s.entries.size();
+  j["overloads"] = s.overload_count();
   return j;
 }
 

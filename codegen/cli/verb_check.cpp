@@ -59,9 +59,11 @@ std::string summary(const policy::ResolvedPolicy& resolved, const SourceManager&
   for (policy::PolicyKind kind : resolved.reported_kinds()) counts.push_back(fmt::format("{} {}", resolved.count(kind), policy::spelling(kind)));
   const std::string release = resolved.torch_version ? " for PyTorch " + resolved.torch_version->str() : "";
   const std::string skipped = resolved.skipped.empty() ? "" : fmt::format(" ({} entries skipped by release gates)", resolved.skipped.size());
-  return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}\n", sources.name(resolved.files.front()),
+  const size_t overloads = resolved.overload_count();
+  const std::string entries = overloads == resolved.entries.size() ? "" : fmt::format(" ({} entries)", resolved.entries.size());
+  return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}{}\n", sources.name(resolved.files.front()),
                      release, resolved.device, resolved.dispatch_key, fmt::join(resolved.lower_precision, "/"),
-                     fmt::join(counts, ", "), resolved.entries.size(), skipped);
+                     fmt::join(counts, ", "), overloads, entries, skipped);
 }
 
 }  // namespace

@@ -89,7 +89,10 @@ int run(const ImportVerbOptions& options) {
     std::vector<std::string> counts;
     for (policy::PolicyKind kind : policy::kAllPolicies)
       if (imported_policy.count(kind)) counts.push_back(fmt::format("{} {}", imported_policy.count(kind), policy::spelling(kind)));
-    std::cout << fmt::format("{}: {} overloads ({})\n", imported_policy.dispatch_key, imported_policy.entries.size(), fmt::join(counts, ", "));
+    const size_t overloads = imported_policy.overload_count();
+    const std::string entries =
+        overloads == imported_policy.entries.size() ? "" : fmt::format(", {} entries", imported_policy.entries.size());
+    std::cout << fmt::format("{}: {} overloads ({}{})\n", imported_policy.dispatch_key, overloads, fmt::join(counts, ", "), entries);
   }
   return diags.has_errors() ? 1 : 0;
 }

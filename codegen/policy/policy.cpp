@@ -48,6 +48,13 @@ size_t ResolvedPolicy::count(PolicyKind policy) const {
       std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));
 }
 
+size_t ResolvedPolicy::overload_count() const {
+  size_t count = 0;
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (i == 0 || entries[i].op != entries[i - 1].op) ++count;  // an overload's entries are adjacent
+  return count;
+}
+
 std::vector<PolicyKind> ResolvedPolicy::reported_kinds() const {
   std::vector<PolicyKind> kinds;
   for (PolicyKind kind : kAllPolicies)

@@ -249,7 +249,9 @@ struct ResolvedPolicy {
   std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
   std::vector<SkippedEntry> skipped;         // gated out for torch_version, in resolution order
 
-  [[nodiscard]] size_t count(PolicyKind policy) const;
+  [[nodiscard]] size_t count(PolicyKind policy) const;  // entries of that policy
+  // Distinct overloads: fewer than entries when precision rules give one several.
+  [[nodiscard]] size_t overload_count() const;
   // The policies reports count: the six, and fp8 when the policy has an fp8 list or recipe.
   [[nodiscard]] std::vector<PolicyKind> reported_kinds() const;
   // The first entry of an overload (by ResolvedEntry::op); an overload with precision rules may

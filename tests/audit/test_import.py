@@ -5,7 +5,9 @@
 2. import(generate(policy)) has the same resolved entries, device and key as the policy, for
    every shipped policy (generic, cuda, cpu) — all three generated files in one import run;
 3. the same for wrappers generated with `--state autocastgen`, read by `audit diff` directly
-   (policy file against the generated C++ file): the importer knows both states.
+   (policy file against the generated C++ file): the importer knows both states;
+4. the precision-rules recipe (examples/recipes/precision_rules.yaml) in both states: the rules
+   are read back from the wrappers' conditions and marked arguments.
 Comparisons go through `autocastgen audit diff --fail-on added,removed,changed`."""
 from __future__ import annotations
 
@@ -91,11 +93,27 @@ def main() -> int:
         same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "own" / "autocast_cpu_own_state.cpp", failures)
         print(f"audit diff of the --state autocastgen file: {time.monotonic() - start:.1f} s")
 
+        # 4. Precision rules (per-dtype entries, conditions, per-argument casts) read back from the
+        # wrappers generated for them, in both states, and written out by `import` as a policy.
+        rules = "examples/recipes/precision_rules.yaml"
+        for state in ("torch", "autocastgen"):
+            gen = run(cli, "generate", "--policy", rules, "--state", state, "--name", f"rules_{state}", "--out",
+                      str(out_dir / "rules"))
+            if gen.returncode != 0:
+                print(gen.stdout + gen.stderr)
+                return 1
+            same_policy(cli, rules, out_dir / "rules" / f"autocast_rules_{state}.cpp", failures)
+        back = run(cli, "import", str(out_dir / "rules" / "autocast_rules_torch.cpp"), "-o", str(out_dir / "rules_back"))
+        if back.returncode != 0 or back.stderr:
+            failures.append(f"importing the rules wrappers: status {back.returncode}\n{back.stdout}{back.stderr}")
+        else:
+            same_policy(cli, rules, out_dir / "rules_back" / "cpu.yaml", failures)
+
     for f in failures:
         print("FAIL", f)
     if not failures:
         print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu, "
-              "and for cpu generated with --state autocastgen")
+              "for cpu generated with --state autocastgen, and for the precision-rules recipe in both states")
     return 1 if failures else 0
 
 

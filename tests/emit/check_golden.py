@@ -13,15 +13,19 @@ OWN_STATE_ARGS = [*ARGS[:-1], "mini_own_state", "--state", "autocastgen"]
 FP8_ARGS = ["generate", "--policy", "tests/data/policies/mini_fp8.yaml",
             "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_fp8"]
 
+# Precision rules: every rule and literal kind (tests/rules compiles the same file).
+RULES_ARGS = ["generate", "--policy", "tests/data/policies/mini_rules.yaml",
+              "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_rules"]
+
 
 def run(cli, *extra, check=True):
     return subprocess.run([cli, *ARGS, *extra], capture_output=True, text=True, check=check)
 
 
 def run_variants(cli, out):
-    """The own-state and fp8 variants of the golden output."""
-    subprocess.run([cli, *OWN_STATE_ARGS, "--out", out], capture_output=True, text=True, check=True)
-    subprocess.run([cli, *FP8_ARGS, "--out", out], capture_output=True, text=True, check=True)
+    """The own-state, fp8 and precision-rules variants of the golden output."""
+    for args in (OWN_STATE_ARGS, FP8_ARGS, RULES_ARGS):
+        subprocess.run([cli, *args, "--out", out], capture_output=True, text=True, check=True)
 
 
 def main():

@@ -1,5 +1,6 @@
 // libFuzzer entry point: a policy file through the loader and the resolver, against the mini
 // schema fixture; checks the invariants a resolved policy promises.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -61,8 +62,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t counted = 0;
   for (policy::PolicyKind kind : policy::kAllPolicies) counted += resolved->count(kind);
   FUZZ_CHECK(counted == resolved->entries.size(), out.str());
-  for (const policy::ResolvedEntry& e : resolved->entries) {
-    FUZZ_CHECK(seen.insert(e.schema).second, "listed twice: " + e.schema->str());
+  const auto& entries = resolved->entries;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const policy::ResolvedEntry& e = entries[i];
+    // Note [precision rules]: an overload's entries are adjacent, conditional, and no call
+    // matches two of them; what a rule names is the schema's.
+    const bool continues = i > 0 && entries[i - 1].schema == e.schema;
+    FUZZ_CHECK(continues || seen.insert(e.schema).second, "listed apart: " + e.schema->str());
+    if (continues) {
+      for (size_t j = i; j-- > 0 && entries[j].schema == e.schema;) {
+        FUZZ_CHECK(e.rule.conditional() && entries[j].rule.conditional(), "an unconditional entry shares: " + e.schema->str());
+        FUZZ_CHECK(!policy::rules_overlap(e.rule, entries[j].rule), "overlapping entries: " + e.schema->str());
+      }
+    }
+    for (const auto* conditions : {&e.rule.when, &e.rule.unless})
+      for (const policy::ArgCondition& c : *conditions) {
+        FUZZ_CHECK(c.index < e.schema->arguments().size() && e.schema->arguments()[c.index].name == c.arg, c.arg);
+        FUZZ_CHECK(!e.schema->arguments()[c.index].type.is_tensor_like() && !c.values.empty(), c.arg);
+      }
+    for (const policy::ArgCastRule& a : e.rule.args)
+      FUZZ_CHECK(a.index < e.schema->arguments().size() && e.schema->arguments()[a.index].type.is_tensor_like(), a.arg);
+    for (const std::string& dtype : e.rule.dtypes)
+      FUZZ_CHECK(std::find(resolved->lower_precision.begin(), resolved->lower_precision.end(), dtype) != resolved->lower_precision.end(),
+                 dtype);
     FUZZ_CHECK(model::is_autocast_eligible(*e.schema), "ineligible: " + e.schema->str());
     if (e.policy == policy::PolicyKind::fp32_set_opt_dtype)
       FUZZ_CHECK(e.schema->find_argument("dtype") != nullptr, e.schema->str());

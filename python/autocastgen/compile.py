@@ -57,6 +57,8 @@ _RUNTIME_LINK_NAME = "autocastgen_runtime_torch"
 # the generator when no schema files are given.
 _NAMESPACE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)::")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The compiler's, the linker's, ccache's and ninja's error lines (not Python's tracebacks).
+_ERROR_LINE = re.compile(r"\berror:|^FAILED:|undefined reference|undefined symbol", re.I)
 _ERROR_COUNT_LINE = re.compile(r"\n?[^\n]*: \d+ errors? generated\.\n?\Z")
 
 _lock = threading.Lock()  # one compile_policy at a time per process (the file lock orders processes)
@@ -87,7 +89,8 @@ class CompiledPolicy:
             ``autocastgen::generated::<name>``).
         library: the shared library in the cache, as passed to ``torch.ops.load_library``.
         source: the generated C++ file it was built from (kept beside it).
-        ops: every overload that got a wrapper, ``ns::name[.overload]`` -> its policy.
+        ops: every overload that got a wrapper -> its policy, named as in the generator's
+            manifest: ``name[.overload]`` for aten, ``ns::name[.overload]`` for the others.
         device: the policy's device type (``cpu``, ``cuda``, ...).
         dispatch_key: the autocast key the wrappers are registered on (``AutocastCPU``, ...).
         key: the cache key, a sha256 over every input (Note [the compile cache]).
@@ -618,7 +621,7 @@ def _write(log: IO[str], text: str, verbose: bool) -> None:
 
 def _compile_failure(request: _Request, log: Path) -> str:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
-    errors = [line for line in lines if re.search(r"\berror\b|Error", line)][:12]
+    errors = [line for line in lines if _ERROR_LINE.search(line)][:12]
     shown = "\n".join(f"  {line}" for line in errors) or "  (no error lines; see the log)"
     return (f"autocastgen.compile_policy: compiling policy '{request.name}' ({request.given}) failed:\n{shown}\n"
             f"The whole output is in {log} (with the generated source beside it).")

@@ -457,12 +457,13 @@ def _tree_digest(roots: Sequence[Path], pattern: str) -> str:
 # missing file, or an input changed in a way the key did not see is a "problem", and the entry is
 # built again.
 #
-# Concurrency: an entry only ever appears by rename(2) of a complete folder built privately
-# (<cache>/.<stem>.tmp-*), so a reader sees all of it or nothing; builders of one entry take an
-# exclusive flock on <cache>/<stem>.lock, and the one that waited checks again and reuses what the
-# first built. A bad entry is renamed away before the new one takes its name; a library is never
-# overwritten in place, so a process that has the old one mapped is unaffected. A builder killed
-# half-way leaves a .tmp- folder, removed by the next builder of that entry (under the lock).
+# Concurrency: builders of one entry take an exclusive flock on <cache>/<stem>.lock, and the one
+# that waited checks again and reuses what the first built. Under the lock the entry is built in
+# <cache>/.<stem>.build (a fixed name, so that the compile command, and a ccache key, is the same
+# each time the entry is rebuilt), and appears only by rename(2) of that complete folder, so a
+# reader sees all of it or nothing. A bad entry is renamed away before the new one takes its name;
+# a library is never overwritten in place, so a process that has the old one mapped is unaffected.
+# A builder killed half-way leaves .<stem>.build, removed by the next builder of that entry.
 
 
 def _check_entry(entry: Path, key: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -516,9 +517,9 @@ def _file_lock(path: Path, name: str) -> Iterator[None]:
 def _build(root: Path, entry: Path, request: _Request, problem: str | None, verbose: bool) -> dict[str, Any]:
     """Generates and compiles ``request`` into a private folder, then renames it to ``entry``.
     Called under the entry's lock."""
-    for leftover in root.glob(f".{request.stem}.tmp-*"):  # builders killed half-way
-        shutil.rmtree(leftover, ignore_errors=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{request.stem}.tmp-", dir=root))
+    work = root / f".{request.stem}.build"
+    shutil.rmtree(work, ignore_errors=True)  # a builder killed half-way
+    work.mkdir()
     try:
         log_path = work / "build.log"
         with open(log_path, "w", encoding="utf-8") as log:
@@ -594,15 +595,21 @@ def _generate(work: Path, request: _Request, log: IO[str], verbose: bool) -> dic
 
 def _compile(work: Path, request: _Request, log: IO[str], verbose: bool) -> float | None:
     """Builds the generated file in a child process; seconds taken, or None if it failed."""
+    entry = work.parent / request.stem
+    # __FILE__ (the dispatcher's "registered at" of each kernel) names the source where it will be.
+    cflags = [*_CFLAGS, f"-ffile-prefix-map={work}={entry}"]
     spec = {"name": request.name, "source": str(work / f"autocast_{request.name}.cpp"),
-            "build_dir": str(work / "build"), "cflags": list(_CFLAGS), "ldflags": _ldflags(request.layout),
+            "build_dir": str(work / "build"), "cflags": cflags, "ldflags": _ldflags(request.layout),
             "include_dirs": [str(p) for p in request.layout.include_dirs]}
     (work / "build").mkdir()
     (work / "build.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
     command = [sys.executable, str(_HERE / "_build_library.py"), str(work / "build.json")]
     _write(log, f"$ {shlex.join(command)}\n", verbose)
+    # No ccache base_dir: it would hand the compiler a relative source path, which the prefix map
+    # above does not match. Hits need none: the build folder, so the command, is the same each time.
+    env = {**os.environ, "CCACHE_BASEDIR": ""}
     start = time.monotonic()
-    with subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    with subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace") as child:
         assert child.stdout is not None
         for line in child.stdout:

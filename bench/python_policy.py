@@ -99,6 +99,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=21, help="alternating repetitions per size")
     ap.add_argument("--calls", type=int, default=1000, help="calls per repetition")
     ap.add_argument("--sizes", default="8,256", help="square tensor sizes")
+    ap.add_argument("--mm-sizes", default="8,64", help="square sizes of the aten::mm rows")
     ap.add_argument("--probes", type=int, default=5, help="new processes timing compile_policy from the cache")
     ap.add_argument("--warm-probe", metavar="POLICY", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -170,8 +171,74 @@ def main() -> int:
                   f"| {med['compile_policy']:.0f} | **{ratio['lp/ra']:.2f}** | **{ratio['cp/ra']:.2f}** "
                   f"| **{ratio['cp/lp']:.2f}** | {over['register_autocast']:.0f} | {over['load_policy']:.0f} "
                   f"| {over['compile_policy']:.0f} |")
+        aten_rows(autocastgen, Path(scratch), args)
     autocastgen.clear_runtime_policies()
     return 0
+
+
+def kernel_on_key(op: str) -> str:
+    """Where the op's AutocastCPU kernel was registered (the dispatcher's own record)."""
+    lines = [line for line in torch._C._dispatch_dump_table(op).splitlines() if line.startswith("AutocastCPU:")]
+    return lines[0] if lines else "(none)"
+
+
+def aten_rows(autocastgen, scratch: Path, args) -> None:
+    """aten::mm, an op with a C++ kernel: the generated wrapper against the runtime kernel, the
+    same op alternating in one process (register_runtime_policy replaces the wrapper,
+    clear_runtime_policies brings it back). register_autocast takes custom ops only."""
+    policy = scratch / "bench_aten.yaml"
+    policy.write_text("autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n")
+    handle = autocastgen.compile_policy(policy)
+    autocastgen.clear_runtime_policies()  # from here on, only the runtime policy of mm toggles
+
+    def runtime_on() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            autocastgen.register_runtime_policy("mm", "lower_precision_fp", "cpu")
+
+    runtime_on()
+    runtime_kernel = kernel_on_key("aten::mm")
+    autocastgen.clear_runtime_policies()
+    wrapper_kernel = kernel_on_key("aten::mm")
+    if str(handle.source) not in wrapper_kernel or "runtime_policy" not in runtime_kernel:
+        sys.exit(f"python_policy: aten::mm's AutocastCPU kernel is not the expected one:\n{wrapper_kernel}\n"
+                 f"{runtime_kernel}")
+    print()
+    print("aten::mm (a C++ kernel), lower_precision_fp, the same op alternating in one process:")
+    print()
+    print("| size | mm alone, bf16 inputs, no autocast ns/call | load_policy (runtime kernel) ns/call "
+          "| compile_policy (generated wrapper) ns/call | compile_policy / load_policy "
+          "| autocast overhead ns: load_policy | compile_policy | overhead ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    mm = torch.ops.aten.mm.default
+    for size in (int(s) for s in args.mm_sizes.split(",")):
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+        expected = torch.mm(a16, b16)
+        samples: dict[str, list[float]] = {"plain": [], "load_policy": [], "compile_policy": []}
+        ratios = []
+        for rep in range(args.rounds + 3):  # the first 3 rounds warm up
+            got = {}
+            for side in (("load_policy", "compile_policy") if rep % 2 == 0 else ("compile_policy", "load_policy")):
+                if side == "load_policy":
+                    runtime_on()
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    out = mm(a, b)
+                if out.dtype != torch.bfloat16 or not torch.equal(out, expected):
+                    sys.exit(f"python_policy: {side} did not run aten::mm in bfloat16 (got {out.dtype})")
+                time_calls(mm, a, b, max(1, args.calls // 10))  # steady state, not the first calls after a toggle
+                got[side] = time_calls(mm, a, b, args.calls)
+                autocastgen.clear_runtime_policies()
+            plain = time_plain(mm, a16, b16, args.calls)
+            if rep >= 3:
+                for side, ns_per_call in got.items():
+                    samples[side].append(ns_per_call)
+                samples["plain"].append(plain)
+                ratios.append(got["compile_policy"] / got["load_policy"])
+        med = {n: statistics.median(v) for n, v in samples.items()}
+        over_l, over_c = med["load_policy"] - med["plain"], med["compile_policy"] - med["plain"]
+        print(f"| {size}x{size} | {med['plain']:.0f} | {med['load_policy']:.0f} | {med['compile_policy']:.0f} "
+              f"| **{statistics.median(ratios):.2f}** | {over_l:.0f} | {over_c:.0f} | {over_c / over_l:.2f} |")
 
 
 BUILD = ROOT / "build"

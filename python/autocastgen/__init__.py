@@ -11,6 +11,8 @@ it already) and offers to Python:
 
 * runtime policies: ``load_policy(path_or_yaml_text)``, ``register_runtime_policy``,
   ``clear_runtime_policies`` (errors: ``PolicyError`` with the CLI's diagnostics);
+* compiled policies: ``compile_policy(path)`` generates a policy's typed wrappers, compiles them
+  once (cached on disk) and loads them;
 * ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
 * per-op autocast statistics: ``with autocastgen.stats() as s: ...`` (docs/insight.md).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from . import insight
 from ._runtime import load_runtime
+from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
 from .insight import Stats, stats
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
@@ -38,12 +41,16 @@ from .state import (
 
 __all__ = [
     "AutocastState",
+    "CompileError",
+    "CompiledPolicy",
     "GradScaler",
     "PolicyError",
     "Stats",
     "autocast",
     "capture_state",
+    "cache_dir",
     "clear_runtime_policies",
+    "compile_policy",
     "get_dtype",
     "insight",
     "is_cache_enabled",

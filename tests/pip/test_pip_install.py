@@ -2,61 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-# Variables the build-tree tests set that would point the installed package back at the build tree.
-LEAKY = ("AUTOCASTGEN_RUNTIME_TORCH_LIB", "AUTOCASTGEN_CLI", "AUTOCASTGEN_BUILD_DIR", "AUTOCASTGEN_PYTHON",
-         "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in LEAKY}
-
-
-def _run(args, cwd, check=True, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, env=_env(), text=True, capture_output=True, **kwargs)
-    if check and done.returncode != 0:
-        pytest.fail(f"{args} exited {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}")
-    return done
-
-
-def _backend_requirement() -> str:
-    """The pinned build backend, read from pyproject.toml (its one place)."""
-    with open(REPO / "pyproject.toml", "rb") as f:
-        (requirement,) = tomllib.load(f)["build-system"]["requires"]
-    return requirement
-
-
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> dict[str, Path]:
-    """A venv that sees the machine's torch, with autocastgen pip-installed from the clone."""
-    root = tmp_path_factory.mktemp("pip")
-    env_dir = root / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", env_dir], cwd=root)
-    python = env_dir / "bin" / "python"
-    # The build backend from PyPI (or pip's cache), as pinned; torch is the machine's (no isolation).
-    _run([python, "-m", "pip", "install", "-q", _backend_requirement()], cwd=root)
-    install = _run([python, "-m", "pip", "install", "-v", "--no-build-isolation", REPO], cwd=root, timeout=3600)
-    (root / "pip-install.log").write_text(install.stdout + install.stderr)
-    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=root).stdout.strip()
-    work = root / "outside"  # every command below runs here, outside the clone
-    work.mkdir()
-    return {"python": python, "script": env_dir / "bin" / "autocastgen", "package": Path(site) / "autocastgen",
-            "work": work}
+from pipvenv import REPO
+from pipvenv import run as _run
 
 
 def test_installed_layout(venv):
     package = venv["package"]
-    for relative in ("__init__.py", "__main__.py", "_build_info.py", "py.typed", "bin/autocastgen",
+    for relative in ("__init__.py", "__main__.py", "_build_info.py", "compile.py", "_build_library.py", "py.typed",
+                     "bin/autocastgen",
                      "lib/libautocastgen_runtime_torch.so", "lib/libautocastgen_kernels.a",
                      "lib/cmake/autocastgen/autocastgenConfig.cmake", "lib/cmake/autocastgen/AutocastgenOps.cmake",
                      "share/autocastgen/policies/cpu.yaml", "share/autocastgen/policies/cuda.yaml",

@@ -1,0 +1,667 @@
+"""compile_policy: a policy's typed autocast wrappers, generated and compiled just in time, cached on disk."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Union
+
+import torch
+
+from . import _runtime
+from .policy import _EXTENDS_LINE, PolicyError
+
+__all__ = ["CACHE_VARIABLE", "CompileError", "CompiledPolicy", "cache_dir", "compile_policy"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+CACHE_VARIABLE = "AUTOCASTGEN_CACHE"
+
+# Bumped whenever the entry layout, the metadata or the key recipe changes: older entries then
+# simply stop matching.
+_FORMAT = 1
+
+_HERE = Path(__file__).resolve().parent
+
+# Note [compile_policy builds with cpp_extension]
+# The generated file is compiled by torch.utils.cpp_extension.load, PyTorch's own extension
+# machinery, rather than by a CMake project calling add_autocast_ops(). Both would run the same
+# generator with the same command line (_generate_command mirrors cmake/AutocastgenOps.cmake);
+# cpp_extension is the simpler correct choice here because (1) it takes the include paths,
+# libraries, C++ string ABI and compiler from the very torch the library is loaded into, so the
+# library cannot be built against another torch than the one running; (2) it has no configure
+# step (CMake's compiler checks and torch discovery would add ~10 s to every first use); (3) at
+# run time it needs a C++ compiler and ninja, not CMake. It runs in a child process
+# (_build_library.py): the compiler's whole output goes to a log file, and the child loads the
+# new library once, so one that cannot be loaded never enters the cache. Our flags add -O2 (the
+# CMake build's Release level; cpp_extension adds no -O) and -std=c++20 (the runtime's headers).
+_CFLAGS = ("-O2", "-std=c++20")
+_RUNTIME_LINK_NAME = "autocastgen_runtime_torch"
+
+# A namespace named in a policy (`mylib::op`): the dispatcher's schemas of these are handed to
+# the generator when no schema files are given.
+_NAMESPACE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)::")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The compiler's, the linker's, ccache's and ninja's error lines (not Python's tracebacks).
+_ERROR_LINE = re.compile(r"\berror:|^FAILED:|undefined reference|undefined symbol", re.I)
+_ERROR_COUNT_LINE = re.compile(r"\n?[^\n]*: \d+ errors? generated\.\n?\Z")
+
+_lock = threading.Lock()  # one compile_policy at a time per process (the file lock orders processes)
+_loaded: dict[str, CompiledPolicy] = {}  # key -> the handle of the library this process loaded
+_digests: dict[tuple[str, int, int, int], str] = {}
+_compilers: dict[str, dict[str, str]] = {}
+
+
+class CompileError(RuntimeError):
+    """The generated wrappers did not compile, link or load; nothing was cached.
+
+    ``str(error)`` names the policy, the compiler's exit status, its first error lines and the log
+    with its whole output (``error.log``), kept in ``<cache>/<name>-<key>.failed/`` with the
+    generated source until the next attempt.
+    """
+
+    def __init__(self, message: str, log: Path) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledPolicy:
+    """A policy's compiled wrappers, loaded into this process by :func:`compile_policy`.
+
+    Attributes:
+        name: the library's name (``--name`` of the generator; the C++ namespace
+            ``autocastgen::generated::<name>``).
+        library: the shared library in the cache, as passed to ``torch.ops.load_library``.
+        source: the generated C++ file it was built from (kept beside it).
+        ops: every overload that got a wrapper -> its policy, named as in the generator's
+            manifest: ``name[.overload]`` for aten, ``ns::name[.overload]`` for the others.
+        device: the policy's device type (``cpu``, ``cuda``, ...).
+        dispatch_key: the autocast key the wrappers are registered on (``AutocastCPU``, ...).
+        key: the cache key, a sha256 over every input (Note [the compile cache]).
+        entry: the cache entry's folder (the library, the source, the manifest, ``metadata.json``,
+            ``build.log``).
+        compiled: whether this call compiled it (False: it came from the cache, or was loaded
+            already by this process).
+        build_seconds: how long its compilation took, when it was compiled.
+
+    There is no ``unload()``: PyTorch cannot unload an operator library (a library loaded with
+    ``torch.ops.load_library`` stays for the life of the process, and its registrations with it).
+    A runtime policy (``load_policy``, ``register_runtime_policy``) for the same op and device
+    replaces a wrapper; ``clear_runtime_policies`` brings the wrapper back.
+    """
+
+    name: str
+    library: Path
+    source: Path
+    ops: Mapping[str, str]
+    device: str
+    dispatch_key: str
+    key: str
+    entry: Path
+    compiled: bool
+    build_seconds: float
+
+
+def cache_dir() -> Path:
+    """Where compiled policies are kept: ``$AUTOCASTGEN_CACHE``, else ``~/.cache/autocastgen/compiled``."""
+    override = os.environ.get(CACHE_VARIABLE)
+    if override:
+        return Path(override).expanduser().resolve()
+    return Path.home() / ".cache" / "autocastgen" / "compiled"
+
+
+def compile_policy(
+    path: PathLike,
+    schemas: PathLike | Sequence[PathLike] | None = None,
+    name: str | None = None,
+    verbose: bool = False,
+) -> CompiledPolicy:
+    """Generates a policy's typed autocast wrappers, compiles them once, and loads them.
+
+    The generator is the CLI's ``generate --target torch`` with the command line of CMake's
+    ``add_autocast_ops()`` (the same templates, the running torch's release), and the library is
+    built with ``torch.utils.cpp_extension`` against the running torch and autocastgen's runtime.
+    Each wrapper then takes over its op's autocast key for the policy's device, following
+    ``torch.autocast`` (PyTorch's autocast state and cast cache), as the wrappers of the CMake
+    route do. Custom ops (``torch.library``) work: define them before the call when their schemas
+    come from the dispatcher (``schemas=None``); a wrapper looks its op up at its first call.
+
+    The library is cached on disk (:func:`cache_dir`) under a key hashing every input: the policy
+    and each file its ``extends:`` chain names, the schemas, the templates, the generator and
+    runtime binaries, the runtime's headers, the torch and Python versions, the compiler and the
+    flags. A later call with the same inputs, in this process or another, loads the cached library
+    (milliseconds); an entry whose library, metadata or recorded inputs do not match is compiled
+    again. Processes compiling the same policy at once wait for one another through a file lock;
+    a library enters the cache only complete (built in a private folder, then renamed).
+
+    Compiling prints one line on stderr (``autocastgen: compiling policy ...``); ``verbose=True``
+    also shows the generator's and the compiler's output.
+
+    Args:
+        path: the policy file (docs/policy-language.md); ``extends:`` is relative to it.
+            Diagnostics name it as given.
+        schemas: op-schema files in ``native_functions.yaml`` format, replacing the default, as
+            the CLI's ``--schemas`` and ``add_autocast_ops(SCHEMAS)`` do. Default: the running
+            torch's ``native_functions.yaml`` (torchgen's; ``$AUTOCASTGEN_NATIVE_FUNCTIONS``
+            overrides it) plus the dispatcher's schemas of the other namespaces the policy
+            names (ops defined with ``torch.library`` or loaded from a library before the call).
+        name: the library's name, a C identifier; default: the policy file's stem with other
+            characters turned into ``_``.
+        verbose: print the generator's and the compiler's output on stderr.
+
+    Returns:
+        a :class:`CompiledPolicy` describing the loaded library.
+
+    Raises:
+        PolicyError: the policy (or a schema file) has errors; its text is the CLI's
+            ``file:line:col: error: ...`` diagnostics, as ``autocastgen check`` prints them
+            (without the ``N errors generated.`` line). Nothing was compiled or cached.
+        CompileError: the compiler or the linker failed, or the library did not load; the text
+            names the log with the compiler's output.
+        ValueError: ``name`` is not an identifier.
+        FileNotFoundError: a schema file does not exist.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"autocastgen.compile_policy: path must be a str or os.PathLike, not {type(path).__name__}")
+    given = os.fspath(path)
+    policy = Path(given).resolve()
+    try:
+        policy.read_bytes()
+    except OSError as error:
+        raise PolicyError(f"autocastgen: error: cannot read policy '{given}': {error.strerror}", given) from None
+    if name is None:
+        name = _default_name(policy)
+    elif not isinstance(name, str) or not _IDENTIFIER.match(name):
+        raise ValueError(f"autocastgen.compile_policy: name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*), not {name!r}")
+
+    with _lock:
+        layout = _Layout.find()
+        request = _Request.make(given, policy, schemas, name, layout)
+        known = _loaded.get(request.key)
+        if known is not None:
+            return dataclasses.replace(known, compiled=False)
+        root = cache_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        entry = root / request.stem
+        metadata, _ = _check_entry(entry, request.key)
+        if metadata is not None:
+            with contextlib.suppress(OSError):  # removed since the check: rebuilt under the lock
+                return _load(entry, metadata, compiled=False)
+        with _file_lock(root / f"{request.stem}.lock", name):
+            metadata, problem = _check_entry(entry, request.key)
+            if metadata is None:
+                metadata = _build(root, entry, request, problem, verbose)
+                return _load(entry, metadata, compiled=True)
+            return _load(entry, metadata, compiled=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# What is compiled, and its key.
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """Where the CLI, the runtime library, its headers and the templates are."""
+
+    cli: Path
+    runtime: Path
+    include_dirs: tuple[Path, ...]
+    templates: Path
+
+    @staticmethod
+    def find() -> _Layout:
+        runtime = _runtime_library()
+        if (_HERE / "bin" / "autocastgen").is_file():  # the pip package (Note [the pip package's layout])
+            return _Layout(_HERE / "bin" / "autocastgen", runtime, (_HERE / "include",),
+                           _HERE / "share" / "autocastgen" / "templates")
+        try:
+            from . import _build_tree  # written by python/CMakeLists.txt into <build>/python/autocastgen
+        except ImportError:
+            raise RuntimeError(
+                f"autocastgen.compile_policy: no generator next to this package ({_HERE / 'bin' / 'autocastgen'}) "
+                "and no build tree: use the pip-installed package or <build>/python"
+            ) from None
+        layout = _Layout(Path(_build_tree.CLI), runtime, tuple(Path(p) for p in _build_tree.INCLUDE_DIRS),
+                         Path(_build_tree.TEMPLATES_DIR))
+        if not layout.cli.is_file():
+            raise RuntimeError(f"autocastgen.compile_policy: the generator {layout.cli} is not built "
+                               "(cmake --build <build> --target autocastgen)")
+        return layout
+
+
+def _runtime_library() -> Path:
+    """The runtime library the compiled wrappers link: the one this process loaded.
+
+    When a backend library brought the runtime in, the package's own copy is linked instead; it
+    has the same SONAME, so the dynamic loader reuses the copy already loaded.
+    """
+    loaded = _runtime.load_runtime()
+    if loaded != "already loaded":
+        return Path(loaded)
+    for candidate in _runtime._candidates():
+        if candidate.is_file():
+            return candidate
+    raise RuntimeError(f"autocastgen.compile_policy: no {_runtime.LIBRARY_NAME} to link the wrappers with")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """One compile_policy call, resolved: the generator's arguments, the flags and the key."""
+
+    given: str
+    name: str
+    schema_args: tuple[str, ...]
+    dispatcher_schemas: str
+    torch_release: str
+    layout: _Layout
+    inputs: dict[str, Any]
+    key: str
+
+    @property
+    def stem(self) -> str:
+        return f"{self.name}-{self.key[:16]}"
+
+    @staticmethod
+    def make(given: str, policy: Path, schemas: PathLike | Sequence[PathLike] | None, name: str,
+             layout: _Layout) -> _Request:
+        chain = _policy_chain(policy)
+        release = _torch_release()
+        if schemas is None:
+            native = _native_functions()
+            namespaces = {ns for file in chain for ns in _NAMESPACE.findall(file.read_text(encoding="utf-8",
+                                                                                           errors="replace"))}
+            dispatcher = _dispatcher_schemas(namespaces - {"aten"})
+            schema_files = [native]
+            schema_args = [str(native)]
+        else:
+            if isinstance(schemas, (str, os.PathLike)):
+                schemas = [schemas]
+            schema_args = [os.fspath(s) for s in schemas]
+            schema_files = [Path(s).resolve() for s in schema_args]
+            for file, arg in zip(schema_files, schema_args):
+                if not file.is_file():
+                    raise FileNotFoundError(f"autocastgen.compile_policy: schema file '{arg}' not found")
+            dispatcher = ""
+        inputs = {
+            "format": _FORMAT,
+            "name": name,
+            "policy": str(policy),
+            "policy_files": [[str(p), _sha256(p)] for p in chain],
+            "schemas": [[str(p), _sha256(p)] for p in schema_files],
+            "dispatcher_schemas": hashlib.sha256(dispatcher.encode()).hexdigest(),
+            "templates": _tree_digest([layout.templates], "*.mustache"),
+            "generator": [str(layout.cli), _sha256(layout.cli)],
+            "runtime": [str(layout.runtime), _sha256(layout.runtime)],
+            "headers": _tree_digest(layout.include_dirs, "*.h"),
+            "torch": {"version": torch.__version__, "git": getattr(torch.version, "git_version", ""),
+                      "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI), "path": str(Path(torch.__file__).parent),
+                      "release": release},
+            "python": sys.version,
+            "compiler": _compiler(),
+            "flags": {"cflags": list(_CFLAGS), "ldflags": _ldflags(layout),
+                      "include_dirs": [str(p) for p in layout.include_dirs]},
+        }
+        key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+        return _Request(given, name, tuple(schema_args), dispatcher, release, layout, inputs, key)
+
+
+def _default_name(policy: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]", "_", policy.stem) or "policy"
+    return f"_{name}" if name[0].isdigit() else name
+
+
+def _policy_chain(policy: Path) -> list[Path]:
+    """The policy and the files its ``extends:`` chain names, as far as they can be read.
+
+    For the key and for finding namespaces; the generator's depfile, recorded in the entry and
+    checked at every load, is the authority on what the library was built from.
+    """
+    chain: list[Path] = []
+    current: Path | None = policy
+    while current is not None and current not in chain:
+        try:
+            text = current.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            break
+        chain.append(current)
+        match = _EXTENDS_LINE.search(text)
+        if match is None:
+            break
+        value = match.group("value")
+        base = value[1:-1] if value[0] in "\"'" else value
+        current = (current.parent / base).resolve()
+    return chain
+
+
+def _torch_release() -> str:
+    match = re.match(r"\d+\.\d+(\.\d+)?", torch.__version__)
+    if match is None:
+        raise RuntimeError(f"autocastgen.compile_policy: cannot read a release from torch.__version__ {torch.__version__!r}")
+    return match.group(0)
+
+
+def _native_functions() -> Path:
+    """The running torch's native_functions.yaml (torchgen's), or ``$AUTOCASTGEN_NATIVE_FUNCTIONS``."""
+    override = os.environ.get("AUTOCASTGEN_NATIVE_FUNCTIONS")
+    if override:
+        return Path(override).resolve()
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchgen")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        found = Path(location) / "packaged" / "ATen" / "native" / "native_functions.yaml"
+        if found.is_file():
+            return found
+    raise RuntimeError("autocastgen.compile_policy: the running torch has no torchgen/packaged/ATen/native/"
+                       "native_functions.yaml; pass schemas= or set AUTOCASTGEN_NATIVE_FUNCTIONS")
+
+
+def _dispatcher_schemas(namespaces: set[str]) -> str:
+    """The dispatcher's schemas of ops in ``namespaces``, as a native_functions.yaml file, sorted."""
+    if not namespaces:
+        return ""
+    lines = []
+    for qualified in sorted(torch._C._dispatch_get_all_op_names()):
+        ns, _, rest = qualified.partition("::")
+        if ns not in namespaces:
+            continue
+        op, _, overload = rest.partition(".")
+        try:
+            schema = torch._C._get_schema(f"{ns}::{op}", overload)
+        except RuntimeError:  # kernels registered for an op nobody defined
+            continue
+        lines.append(f"- func: {schema}\n")
+    return "".join(lines)
+
+
+def _compiler() -> dict[str, str]:
+    """The compiler cpp_extension uses (``$CXX``, else ``c++``; a ccache it puts in front
+    changes no output), resolved, with its version line."""
+    command = os.environ.get("CXX", "c++")
+    known = _compilers.get(command)
+    if known is not None:
+        return known
+    argv = shlex.split(command) or ["c++"]
+    found = shutil.which(argv[0])
+    version = "not found"
+    if found is not None:
+        try:
+            done = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60)
+            version = (done.stdout.splitlines() or ["unknown"])[0]
+        except (OSError, subprocess.SubprocessError) as error:
+            version = f"unknown ({error})"
+    result = {"command": command, "path": os.path.realpath(found) if found else argv[0], "version": version}
+    _compilers[command] = result
+    return result
+
+
+def _ldflags(layout: _Layout) -> list[str]:
+    directory = str(layout.runtime.parent)
+    return [f"-L{directory}", f"-l{_RUNTIME_LINK_NAME}", f"-Wl,-rpath,{directory}"]
+
+
+def _sha256(path: Path) -> str:
+    """The file's sha256, remembered per (path, inode, size, mtime) for this process."""
+    stat = path.stat()
+    memo = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    digest = _digests.get(memo)
+    if digest is None:
+        with open(path, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest() if hasattr(hashlib, "file_digest") \
+                else hashlib.sha256(f.read()).hexdigest()
+        _digests[memo] = digest
+    return digest
+
+
+def _tree_digest(roots: Sequence[Path], pattern: str) -> str:
+    """One sha256 over the names and contents of every ``pattern`` file under ``roots``."""
+    total = hashlib.sha256()
+    for root in roots:
+        for file in sorted(root.rglob(pattern)):
+            total.update(f"{file.relative_to(root)}\0{_sha256(file)}\n".encode())
+    return total.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache.
+#
+# Note [the compile cache]
+# <cache>/<name>-<key[:16]>/ is one entry: <name>.so, autocast_<name>.cpp and .manifest.json (the
+# generator's outputs), build.log, and metadata.json, written last. The key is a sha256 over
+# _Request.inputs: the policy's path and bytes and those of each file its `extends:` chain names,
+# the schema files (or the dispatcher's schemas of the policy's namespaces), the templates, the
+# CLI and runtime binaries, the runtime's headers, torch (version, git hash, C++ ABI, folder),
+# Python, the compiler (path and version) and the flags. The policy's path is part of it because
+# a relative `extends:` depends on where the file is.
+#
+# An entry is used only if metadata.json parses, records this key and format, the library has
+# the size and sha256 it records, and every input the generator's depfile named (the whole
+# extends chain, the schemas) still has the sha256 recorded: a truncated or replaced library, a
+# missing file, or an input changed in a way the key did not see is a "problem", and the entry is
+# built again.
+#
+# Concurrency: builders of one entry take an exclusive flock on <cache>/<stem>.lock, and the one
+# that waited checks again and reuses what the first built. Under the lock the entry is built in
+# <cache>/.<stem>.build (a fixed name, so that the compile command, and a ccache key, is the same
+# each time the entry is rebuilt), and appears only by rename(2) of that complete folder, so a
+# reader sees all of it or nothing. A bad entry is renamed away before the new one takes its name;
+# a library is never overwritten in place, so a process that has the old one mapped is unaffected.
+# A builder killed half-way leaves .<stem>.build, removed by the next builder of that entry.
+
+
+def _check_entry(entry: Path, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(metadata, None) for a usable entry, else (None, what is wrong with it)."""
+    meta_path = entry / "metadata.json"
+    if not entry.is_dir():
+        return None, "not compiled yet"
+    try:
+        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+        if not isinstance(metadata, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        return None, "metadata.json is missing"
+    except (OSError, ValueError) as error:
+        return None, f"metadata.json is unreadable ({error})"
+    if metadata.get("format") != _FORMAT or metadata.get("key") != key:
+        return None, "metadata.json records another key"
+    try:
+        library = entry / metadata["library"]
+        if not library.is_file():
+            return None, f"{library.name} is missing"
+        if library.stat().st_size != metadata["library_size"] or _sha256(library) != metadata["library_sha256"]:
+            return None, f"{library.name} does not match the size and sha256 in metadata.json (truncated or replaced)"
+        for dependency, digest in metadata["dependencies"].items():
+            file = Path(dependency)
+            if not file.is_file():
+                return None, f"{dependency} (an input) is missing"
+            if _sha256(file) != digest:
+                return None, f"{dependency} (an input) changed since it was compiled"
+    except (KeyError, TypeError, AttributeError) as error:
+        return None, f"metadata.json is incomplete ({error!r})"
+    return metadata, None
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path, name: str) -> Iterator[None]:
+    """An exclusive flock on ``path`` (created if missing, never deleted: deleting races)."""
+    with open(path, "a+b") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"autocastgen: waiting for another process compiling policy '{name}' ({path})",
+                  file=sys.stderr, flush=True)
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _build(root: Path, entry: Path, request: _Request, problem: str | None, verbose: bool) -> dict[str, Any]:
+    """Generates and compiles ``request`` into a private folder, then renames it to ``entry``.
+    Called under the entry's lock."""
+    work = root / f".{request.stem}.build"
+    shutil.rmtree(work, ignore_errors=True)  # a builder killed half-way
+    work.mkdir()
+    try:
+        log_path = work / "build.log"
+        with open(log_path, "w", encoding="utf-8") as log:
+            manifest = _generate(work, request, log, verbose)
+            estimate = _estimate(root)
+            why = "first use" if problem == "not compiled yet" else f"cache entry {entry.name}: {problem}"
+            print(f"autocastgen: compiling policy '{request.name}' ({request.given}; {why}), {estimate}...",
+                  file=sys.stderr, flush=True)
+            seconds = _compile(work, request, log, verbose)
+        if seconds is None:
+            failed = root / f"{request.stem}.failed"
+            shutil.rmtree(failed, ignore_errors=True)
+            os.rename(work, failed)
+            raise CompileError(_compile_failure(request, failed / "build.log"), failed / "build.log")
+        library = work / f"{request.name}.so"
+        os.rename(work / "build" / library.name, library)
+        shutil.rmtree(work / "build")
+        metadata = {
+            "format": _FORMAT,
+            "key": request.key,
+            "name": request.name,
+            "library": library.name,
+            "library_size": library.stat().st_size,
+            "library_sha256": _sha256(library),
+            "source": f"autocast_{request.name}.cpp",
+            "dependencies": {str(p): _sha256(p) for p in _depfile_inputs(work / f"autocast_{request.name}.d", work)},
+            "device": manifest["device"],
+            "dispatch_key": manifest["dispatch_key"],
+            "ops": dict(sorted((op["op"], op["policy"]) for op in manifest["ops"])),
+            "build_seconds": round(seconds, 3),
+            "built_by": {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()},
+            "inputs": request.inputs,
+        }
+        (work / "metadata.json").write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        (root / ".last-build-seconds").write_text(f"{seconds:.1f}\n")
+        if entry.exists():  # a bad entry: out of the way first (rename cannot replace a folder)
+            trash = Path(tempfile.mkdtemp(prefix=f".{request.stem}.old-", dir=root))
+            os.rename(entry, trash / "entry")
+            shutil.rmtree(trash, ignore_errors=True)
+        os.rename(work, entry)
+        print(f"autocastgen: compiled policy '{request.name}' in {seconds:.0f} s ({entry})", file=sys.stderr, flush=True)
+        return metadata
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _generate_command(work: Path, request: _Request) -> list[str]:
+    """cmake/AutocastgenOps.cmake's generate command line for the same inputs."""
+    command = [str(request.layout.cli), "generate", "--target", "torch", "--policy", request.given,
+               "--out", str(work), "--name", request.name, "--depfile", str(work / f"autocast_{request.name}.d"),
+               "--torch-version", request.torch_release]
+    for schema in request.schema_args:
+        command += ["--schemas", schema]
+    if request.dispatcher_schemas:
+        dispatcher = work / "dispatcher_schemas.yaml"
+        dispatcher.write_text(request.dispatcher_schemas, encoding="utf-8")
+        command += ["--schemas", str(dispatcher)]
+    return command
+
+
+def _generate(work: Path, request: _Request, log: IO[str], verbose: bool) -> dict[str, Any]:
+    """Runs the generator (in the caller's directory, so diagnostics name files as given)."""
+    command = _generate_command(work, request)
+    done = subprocess.run(command, capture_output=True, text=True)
+    _write(log, f"$ {shlex.join(command)}\n{done.stdout}{done.stderr}", verbose)
+    if done.returncode == 1:
+        raise PolicyError(_ERROR_COUNT_LINE.sub("", done.stderr).rstrip("\n"), request.given)
+    if done.returncode != 0:
+        raise RuntimeError(f"autocastgen.compile_policy: {shlex.join(command)} exited {done.returncode}:\n{done.stderr}")
+    return json.loads((work / f"autocast_{request.name}.manifest.json").read_text(encoding="utf-8"))
+
+
+def _compile(work: Path, request: _Request, log: IO[str], verbose: bool) -> float | None:
+    """Builds the generated file in a child process; seconds taken, or None if it failed."""
+    entry = work.parent / request.stem
+    # __FILE__ (the dispatcher's "registered at" of each kernel) names the source where it will be.
+    cflags = [*_CFLAGS, f"-ffile-prefix-map={work}={entry}"]
+    spec = {"name": request.name, "source": str(work / f"autocast_{request.name}.cpp"),
+            "build_dir": str(work / "build"), "cflags": cflags, "ldflags": _ldflags(request.layout),
+            "include_dirs": [str(p) for p in request.layout.include_dirs]}
+    (work / "build").mkdir()
+    (work / "build.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    command = [sys.executable, str(_HERE / "_build_library.py"), str(work / "build.json")]
+    _write(log, f"$ {shlex.join(command)}\n", verbose)
+    # No ccache base_dir: it would hand the compiler a relative source path, which the prefix map
+    # above does not match. Hits need none: the build folder, so the command, is the same each time.
+    env = {**os.environ, "CCACHE_BASEDIR": ""}
+    start = time.monotonic()
+    with subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace") as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            _write(log, line, verbose)
+    _write(log, f"(exit {child.returncode})\n", verbose)
+    return time.monotonic() - start if child.returncode == 0 else None
+
+
+def _write(log: IO[str], text: str, verbose: bool) -> None:
+    log.write(text)
+    log.flush()
+    if verbose:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def _compile_failure(request: _Request, log: Path) -> str:
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    errors = [line for line in lines if _ERROR_LINE.search(line)][:12]
+    shown = "\n".join(f"  {line}" for line in errors) or "  (no error lines; see the log)"
+    return (f"autocastgen.compile_policy: compiling policy '{request.name}' ({request.given}) failed:\n{shown}\n"
+            f"The whole output is in {log} (with the generated source beside it).")
+
+
+def _estimate(root: Path) -> str:
+    try:
+        return f"~{float((root / '.last-build-seconds').read_text()):.0f} s"
+    except (OSError, ValueError):
+        return "usually under a minute"
+
+
+def _depfile_inputs(depfile: Path, work: Path) -> list[Path]:
+    """The inputs a Makefile-style depfile names, outside ``work``, in first-seen order."""
+    text = depfile.read_text(encoding="utf-8").replace("\\\n", " ")
+    found: list[Path] = []
+    for line in text.splitlines():
+        _, sep, rest = line.partition(": ")
+        if not sep:
+            continue
+        for token in re.findall(r"(?:\\.|[^\s\\])+", rest):
+            file = Path(re.sub(r"\\(.)", r"\1", token).replace("$$", "$")).resolve()
+            if work not in file.parents and file not in found:
+                found.append(file)
+    return found
+
+
+def _load(entry: Path, metadata: dict[str, Any], compiled: bool) -> CompiledPolicy:
+    library = entry / metadata["library"]
+    torch.ops.load_library(str(library))
+    handle = CompiledPolicy(
+        name=metadata["name"], library=library, source=entry / metadata["source"], ops=dict(metadata["ops"]),
+        device=metadata["device"], dispatch_key=metadata["dispatch_key"], key=metadata["key"], entry=entry,
+        compiled=compiled, build_seconds=float(metadata["build_seconds"]))
+    _loaded[handle.key] = handle
+    return handle

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <string>
@@ -82,7 +83,10 @@ int main(int argc, char** argv) {
   std::vector<Case> cases = make_cases();
   g_generated = mode == "generated";
   if (g_generated) {
-    load(AUTOCASTGEN_CPU_LIBRARY);
+    // AUTOCASTGEN_BENCH_LIBRARY: another build's generated library (a copy of a build from
+    // before a change, timed by wrapper_overhead.py --before; bench/README.md).
+    const char* library = std::getenv("AUTOCASTGEN_BENCH_LIBRARY");
+    load(library != nullptr && *library != '\0' ? library : AUTOCASTGEN_CPU_LIBRARY);
     const size_t plain = cases.size();
     for (size_t i = 0; i < plain; ++i) {
       Case counted = cases[i];

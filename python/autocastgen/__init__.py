@@ -12,7 +12,9 @@ it already) and offers to Python:
 * runtime policies: ``load_policy(path_or_yaml_text)``, ``register_runtime_policy``,
   ``clear_runtime_policies`` (errors: ``PolicyError`` with the CLI's diagnostics);
 * ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
-* per-op autocast statistics: ``with autocastgen.stats() as s: ...`` (docs/insight.md).
+* per-op autocast statistics, the non-finite watch and the range record:
+  ``with autocastgen.stats() as s: ...``, ``autocastgen.watch("raise")``,
+  ``autocastgen.record("ranges.json")`` (docs/insight.md).
 
 See docs/python.md.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 from . import insight
 from ._runtime import load_runtime
 from .grad_scaler import GradScaler
-from .insight import Stats, stats
+from .insight import Stats, record, stats, watch
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
 from .state import (
     AutocastState,
@@ -51,9 +53,11 @@ __all__ = [
     "load_policy",
     "load_runtime",
     "nesting",
+    "record",
     "register_runtime_policy",
     "state_guard",
     "stats",
+    "watch",
     "with_state",
 ]
 

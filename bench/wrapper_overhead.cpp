@@ -1,7 +1,8 @@
 // Per-call overhead of generated autocast wrappers against PyTorch's built-in autocast kernels for
 // the same ops. `--mode=builtin` times PyTorch's kernels; `--mode=generated` first loads our
 // libraries (which override them: a process cannot go back) and times the same calls, each case
-// twice: statistics off, and on (`... [stats on]`, docs/insight.md), interleaved in one process.
+// three times: statistics off, on (`... [stats on]`, docs/insight.md), and the non-finite watch on in
+// record mode (`... [watch on]`), interleaved in one process.
 // bench/wrapper_overhead.py alternates the two modes over several rounds and prints the ratios.
 #include <dlfcn.h>
 
@@ -17,6 +18,7 @@
 #include <benchmark/benchmark.h>
 
 #include <autocastgen/runtime/stats.h>
+#include <autocastgen/runtime/watch.h>
 #include <autocastgen/torch/policy_call.h>
 
 namespace {
@@ -26,6 +28,7 @@ struct Case {
   c10::DeviceType autocast_device;
   std::function<at::Tensor()> call;
   bool stats = false;  // per-op statistics on while it runs
+  bool watch = false;  // the non-finite watch on (record mode) while it runs
 };
 
 // Tiny tensors so that dispatch and wrapper overhead dominate.
@@ -52,7 +55,10 @@ void run_case(benchmark::State& state, const Case& c) {
   const uint64_t before = autocastgen::torch::wrapper_trace().calls;
   std::optional<autocastgen::stats::StatsScope> counting;
   if (c.stats) counting.emplace();
+  std::optional<autocastgen::stats::FiniteWatch> watching;
+  if (c.watch) watching.emplace(autocastgen::stats::FiniteMode::record);
   for (auto _ : state) benchmark::DoNotOptimize(c.call());
+  watching.reset();
   counting.reset();
   const bool ran_generated = autocastgen::torch::wrapper_trace().calls != before;
   at::autocast::set_autocast_enabled(c.autocast_device, false);
@@ -93,6 +99,10 @@ int main(int argc, char** argv) {
       counted.name += " [stats on]";
       counted.stats = true;
       cases.push_back(counted);
+      Case watched = cases[i];
+      watched.name += " [watch on]";
+      watched.watch = true;
+      cases.push_back(watched);
     }
   }
   for (const Case& c : cases) benchmark::RegisterBenchmark(c.name.c_str(), run_case, c);

@@ -69,9 +69,16 @@ def _user_line() -> str:
     return ""
 
 
-_library = torch.library.Library("autocastgen", "FRAGMENT")  # kept: dropping it unregisters the op
-_library.define("watch_user_line() -> str")
-_library.impl("watch_user_line", _user_line, "CompositeImplicitAutograd")
+def _define_user_line() -> torch.library.Library:
+    library = torch.library.Library("autocastgen", "FRAGMENT")
+    library.define("watch_user_line() -> str")
+    library.impl("watch_user_line", _user_line, "CompositeImplicitAutograd")
+    return library
+
+
+# Kept for the life of the module: dropping the library unregisters the op. A reload of this module
+# keeps the one it made first (its globals survive the reload).
+_library = globals().get("_library") or _define_user_line()
 
 
 def enabled() -> bool:

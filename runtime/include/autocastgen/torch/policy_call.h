@@ -175,9 +175,10 @@ class Call {
     if (const uint32_t active = stats::detail::active(); C10_UNLIKELY(active != 0)) return begin_counting(active);
     return true;
   }
-  // Calls the op (invoke), observing its tensors while the watch or the range record is on.
+  // Calls the op (invoke), observing its tensors while the watch or the range record is on. The
+  // observed path stays out of line so that the wrapper's own code is what it was without it.
   template <typename Op, typename... Args>
-  decltype(auto) run(const Op& op, Args&&... args) const {
+  C10_ALWAYS_INLINE decltype(auto) run(const Op& op, Args&&... args) const {
     if (C10_LIKELY(!observe_)) return invoke(op, std::forward<Args>(args)...);
     return run_observed(op, args...);
   }
@@ -212,7 +213,7 @@ class Call {
     return (active & stats::detail::kRecordOnly) == 0;
   }
   template <typename Op, typename... Args>
-  decltype(auto) run_observed(const Op& op, const Args&... args) const {
+  C10_NOINLINE decltype(auto) run_observed(const Op& op, const Args&... args) const {
     stats::Tensors inputs;
     (inputs.add(args), ...);
     const at::ScalarType first = stats::observe_inputs(*counters_, active_, inputs);

@@ -2,6 +2,7 @@
 // (AUTOCASTGEN_STATS, docs/insight.md) as a table, or the difference between two such files.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -34,7 +35,49 @@ struct StatsOptions {
 };
 
 
+// An op's `ranges` object (Note [range record] in runtime/include/autocastgen/runtime/watch.h).
+struct RangeStats {
+  uint64_t calls = 0;
+  std::optional<double> input_max_abs;
+  std::optional<double> input_min_abs;
+  std::optional<double> output_max_abs;
+  std::optional<double> output_min_abs;
+  uint64_t output_elements = 0;
+  uint64_t float16_overflow = 0;
+  uint64_t float16_underflow = 0;
+  uint64_t bfloat16_overflow = 0;
+  uint64_t bfloat16_underflow = 0;
+
+  void add(const RangeStats& other);
+  bool operator==(const RangeStats&) const = default;
+};
+
+std::optional<double> max_of(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b) return a ? a : b;
+  return std::max(*a, *b);
+}
+
+std::optional<double> min_of(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b) return a ? a : b;
+  return std::min(*a, *b);
+}
+
+void RangeStats::add(const RangeStats& other) {
+  calls += other.calls;
+  input_max_abs = max_of(input_max_abs, other.input_max_abs);
+  input_min_abs = min_of(input_min_abs, other.input_min_abs);
+  output_max_abs = max_of(output_max_abs, other.output_max_abs);
+  output_min_abs = min_of(output_min_abs, other.output_min_abs);
+  output_elements += other.output_elements;
+  float16_overflow += other.float16_overflow;
+  float16_underflow += other.float16_underflow;
+  bfloat16_overflow += other.bfloat16_overflow;
+  bfloat16_underflow += other.bfloat16_underflow;
+}
+
 // One op overload under one rule, as the runtime wrote it (runtime/include/autocastgen/runtime/stats.h).
+// Fields added after the first files (cache misses and evictions, the watch's, the ranges) are
+// optional: a file without them reads as zero / not measured.
 struct OpStats {
   std::string op;
   std::string policy;  // empty in files that do not say
@@ -43,6 +86,29 @@ struct OpStats {
   uint64_t casts = 0;
   uint64_t cast_bytes = 0;
   uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_evictions = 0;
+  uint64_t outputs_checked = 0;
+  uint64_t nonfinite = 0;
+  std::optional<double> output_max_abs;  // not measured: no finite output checked
+  std::optional<RangeStats> ranges;
+
+  void add(const OpStats& other) {
+    calls += other.calls;
+    casts += other.casts;
+    cast_bytes += other.cast_bytes;
+    cache_hits += other.cache_hits;
+    cache_misses += other.cache_misses;
+    cache_evictions += other.cache_evictions;
+    outputs_checked += other.outputs_checked;
+    nonfinite += other.nonfinite;
+    output_max_abs = max_of(output_max_abs, other.output_max_abs);
+    if (other.ranges) {
+      if (!ranges) ranges = RangeStats{};
+      ranges->add(*other.ranges);
+    }
+    for (const auto& [dtype, n] : other.ran_in) ran_in[dtype] += n;
+  }
 
   [[nodiscard]] std::pair<std::string, std::string> key() const { return {op, policy}; }
   bool operator==(const OpStats&) const = default;
@@ -126,8 +192,46 @@ class StatsReader {
     ok = count(item, "casts", op.casts, true) && ok;
     ok = count(item, "cast_bytes", op.cast_bytes, true) && ok;
     ok = count(item, "cache_hits", op.cache_hits, true) && ok;
+    ok = count(item, "cache_misses", op.cache_misses, false) && ok;
+    ok = count(item, "cache_evictions", op.cache_evictions, false) && ok;
+    ok = count(item, "outputs_checked", op.outputs_checked, false) && ok;
+    ok = count(item, "nonfinite", op.nonfinite, false) && ok;
+    ok = magnitude(item, "output_max_abs", op.output_max_abs) && ok;
+    if (const YamlNode* ranges = item.find("ranges")) {
+      if (!ranges->is_mapping()) {
+        ok = error(*ranges, fmt::format("'ranges' must be an object, found {}", ranges->describe_json()));
+      } else {
+        RangeStats r;
+        ok = count(*ranges, "calls", r.calls, true) && ok;
+        ok = magnitude(*ranges, "input_max_abs", r.input_max_abs) && ok;
+        ok = magnitude(*ranges, "input_min_abs", r.input_min_abs) && ok;
+        ok = magnitude(*ranges, "output_max_abs", r.output_max_abs) && ok;
+        ok = magnitude(*ranges, "output_min_abs", r.output_min_abs) && ok;
+        ok = count(*ranges, "output_elements", r.output_elements, true) && ok;
+        ok = count(*ranges, "float16_overflow", r.float16_overflow, true) && ok;
+        ok = count(*ranges, "float16_underflow", r.float16_underflow, true) && ok;
+        ok = count(*ranges, "bfloat16_overflow", r.bfloat16_overflow, true) && ok;
+        ok = count(*ranges, "bfloat16_underflow", r.bfloat16_underflow, true) && ok;
+        op.ranges = r;
+      }
+    }
     if (!ok) return std::nullopt;
     return op;
+  }
+
+  // An optional member holding a finite number >= 0, or null (not measured).
+  bool magnitude(const YamlNode& object, std::string_view key, std::optional<double>& value) {
+    const YamlNode* node = object.find(key);
+    if (!node || node->is_null() || (node->is_scalar() && node->scalar() == "null")) return true;
+    const std::string& text = node->is_scalar() ? node->scalar() : std::string();
+    double parsed = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, parsed);
+    if (!node->is_scalar() || text.empty() || ec != std::errc() || ptr != end || !std::isfinite(parsed) || parsed < 0)
+      return error(*node, fmt::format("'{}' must be a non-negative number or null, found {}", key,
+                                      node->is_scalar() ? "'" + text + "'" : node->describe_json()));
+    value = parsed;
+    return true;
   }
 
   bool error(const YamlNode& node, std::string message) {
@@ -168,11 +272,51 @@ std::optional<std::vector<OpStats>> read_stats(const fs::path& path, SourceManag
   return StatsReader(diags).run(*root);
 }
 
-// Calls desc, then op, then policy: the ops that matter first, ties in a fixed order.
+// Note [headroom]: how far an op's largest finite output |value| is from float16's largest finite
+// value, in bits (binary orders of magnitude): log2(65504 / max |value|). +3 means the outputs
+// could grow 8x before overflowing in float16; negative means they already exceed it (in a
+// float32 or bfloat16 run: that op would overflow in float16).
+constexpr double kFloat16Max = 65504.0;
+
+std::optional<double> headroom(const std::optional<double>& max_abs) {
+  if (!max_abs || *max_abs <= 0) return std::nullopt;
+  return std::log2(kFloat16Max / *max_abs);
+}
+
+// Ops with non-finite outputs first (most first), then least float16 headroom (measured before
+// not measured), then most calls, then op and policy: a file without the watch's fields sorts by
+// calls as before.
 void sort_ops(std::vector<OpStats>& ops) {
   std::sort(ops.begin(), ops.end(), [](const OpStats& x, const OpStats& y) {
-    return std::tie(y.calls, x.op, x.policy) < std::tie(x.calls, y.op, y.policy);
+    const double hx = x.output_max_abs.value_or(-1);
+    const double hy = y.output_max_abs.value_or(-1);
+    return std::tie(y.nonfinite, hy, y.calls, x.op, x.policy) < std::tie(x.nonfinite, hx, x.calls, y.op, y.policy);
   });
+}
+
+std::string magnitude_text(const std::optional<double>& value) { return value ? fmt::format("{:.6g}", *value) : "-"; }
+
+std::string headroom_text(const std::optional<double>& max_abs) {
+  const std::optional<double> bits = headroom(max_abs);
+  return bits ? fmt::format("{:+.1f}", *bits) : "-";
+}
+
+std::string cache_text(const OpStats& op) {
+  return fmt::format("{}/{}/{}", op.cache_hits, op.cache_misses, op.cache_evictions);
+}
+
+std::string nonfinite_text(const OpStats& op) {
+  return op.outputs_checked == 0 ? "-" : std::to_string(op.nonfinite);
+}
+
+// A share of the measured output elements, as a percentage ("0" when none).
+std::string share_text(uint64_t count, uint64_t elements) {
+  if (count == 0 || elements == 0) return "0";
+  return fmt::format("{:.3g}%", 100.0 * static_cast<double>(count) / static_cast<double>(elements));
+}
+
+nlohmann::ordered_json number_json(const std::optional<double>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
 }
 
 std::string ran_in_text(const std::map<std::string, uint64_t>& ran_in) {
@@ -193,19 +337,34 @@ nlohmann::ordered_json op_json(const OpStats& op) {
   out["casts"] = op.casts;
   out["cast_bytes"] = op.cast_bytes;
   out["cache_hits"] = op.cache_hits;
+  out["cache_misses"] = op.cache_misses;
+  out["cache_evictions"] = op.cache_evictions;
+  out["outputs_checked"] = op.outputs_checked;
+  out["nonfinite"] = op.nonfinite;
+  out["output_max_abs"] = number_json(op.output_max_abs);
+  out["float16_headroom_bits"] = number_json(headroom(op.output_max_abs));
+  if (op.ranges) {
+    const RangeStats& r = *op.ranges;
+    nlohmann::ordered_json ranges;
+    ranges["calls"] = r.calls;
+    ranges["input_max_abs"] = number_json(r.input_max_abs);
+    ranges["input_min_abs"] = number_json(r.input_min_abs);
+    ranges["output_max_abs"] = number_json(r.output_max_abs);
+    ranges["output_min_abs"] = number_json(r.output_min_abs);
+    ranges["output_elements"] = r.output_elements;
+    ranges["float16_overflow"] = r.float16_overflow;
+    ranges["float16_underflow"] = r.float16_underflow;
+    ranges["bfloat16_overflow"] = r.bfloat16_overflow;
+    ranges["bfloat16_underflow"] = r.bfloat16_underflow;
+    out["ranges"] = ranges;
+  }
   return out;
 }
 
 OpStats total_of(const std::vector<OpStats>& ops) {
   OpStats total;
   total.op = "total";
-  for (const OpStats& op : ops) {
-    total.calls += op.calls;
-    total.casts += op.casts;
-    total.cast_bytes += op.cast_bytes;
-    total.cache_hits += op.cache_hits;
-    for (const auto& [dtype, calls] : op.ran_in) total.ran_in[dtype] += calls;
-  }
+  for (const OpStats& op : ops) total.add(op);
   return total;
 }
 
@@ -240,14 +399,29 @@ int report_one(const fs::path& path, std::vector<OpStats> ops, bool as_json) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::vector<std::vector<std::string>> rows = {{"op", "policy", "calls", "ran in", "casts", "cast bytes", "cache hits"}};
-  for (const OpStats& op : ops)
-    rows.push_back({op.op, op.policy.empty() ? "-" : op.policy, std::to_string(op.calls), ran_in_text(op.ran_in),
-                    std::to_string(op.casts), std::to_string(op.cast_bytes), std::to_string(op.cache_hits)});
-  rows.push_back({"total", "", std::to_string(total.calls), ran_in_text(total.ran_in), std::to_string(total.casts),
-                  std::to_string(total.cast_bytes), std::to_string(total.cache_hits)});
+  // The range columns only when some op has ranges (a record-only or ranges run).
+  const bool with_ranges = std::any_of(ops.begin(), ops.end(), [](const OpStats& op) { return op.ranges.has_value(); });
+  std::vector<std::vector<std::string>> rows = {{"op", "policy", "calls", "ran in", "casts", "cast bytes",
+                                                 "cache hit/miss/evict", "non-finite", "max |out|", "f16 headroom"}};
+  if (with_ranges)
+    for (const char* column : {"f16 over", "f16 under", "bf16 over", "bf16 under"}) rows.front().emplace_back(column);
+  const auto row_of = [with_ranges](const OpStats& op, std::string name, std::string policy) {
+    std::vector<std::string> row = {std::move(name), std::move(policy), std::to_string(op.calls), ran_in_text(op.ran_in),
+                                    std::to_string(op.casts), std::to_string(op.cast_bytes), cache_text(op),
+                                    nonfinite_text(op), magnitude_text(op.output_max_abs), headroom_text(op.output_max_abs)};
+    if (with_ranges) {
+      const RangeStats r = op.ranges.value_or(RangeStats{});
+      for (const uint64_t count : {r.float16_overflow, r.float16_underflow, r.bfloat16_overflow, r.bfloat16_underflow})
+        row.push_back(op.ranges ? share_text(count, r.output_elements) : "-");
+    }
+    return row;
+  };
+  for (const OpStats& op : ops) rows.push_back(row_of(op, op.op, op.policy.empty() ? "-" : op.policy));
+  rows.push_back(row_of(total, "total", ""));
   std::cout << fmt::format("{}: {} op{}\n", display_path(path), ops.size(), ops.size() == 1 ? "" : "s");
-  print_table(rows, {false, false, true, false, true, true, true});
+  std::vector<bool> right = {false, false, true, false, true, true, true, true, true, true};
+  if (with_ranges) right.insert(right.end(), 4, true);
+  print_table(rows, right);
   return 0;
 }
 
@@ -267,11 +441,7 @@ std::vector<OpStats> by_op(const std::vector<OpStats>& ops) {
     if (inserted) continue;
     OpStats& m = it->second;
     m.policy += "+" + op.policy;
-    m.calls += op.calls;
-    m.casts += op.casts;
-    m.cast_bytes += op.cast_bytes;
-    m.cache_hits += op.cache_hits;
-    for (const auto& [dtype, calls] : op.ran_in) m.ran_in[dtype] += calls;
+    m.add(op);
   }
   std::vector<OpStats> out;
   for (auto& [name, op] : merged) out.push_back(std::move(op));
@@ -325,7 +495,11 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
   std::cout << fmt::format("{} -> {}: {} op{} changed, {} unchanged\n", display_path(path_a), display_path(path_b),
                            changed.size(), changed.size() == 1 ? "" : "s", joined.size() - changed.size());
   if (changed.empty()) return 0;
-  std::vector<std::vector<std::string>> rows = {{"op", "policy", "calls", "ran in", "casts", "cast bytes", "cache hits"}};
+  std::vector<std::vector<std::string>> rows = {{"op", "policy", "calls", "ran in", "casts", "cast bytes",
+                                                 "cache hit/miss/evict", "non-finite", "max |out|", "f16 headroom"}};
+  const auto pair_text = [](const std::string& x, const std::string& y) {
+    return x == y ? x : fmt::format("{} -> {}", x, y);
+  };
   for (const Row& row : changed) {
     const OpStats& x = row.a ? *row.a : none;
     const OpStats& y = row.b ? *row.b : none;
@@ -339,9 +513,12 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
                                    ? policy_text(row.a)
                                    : fmt::format("{} -> {}", policy_text(row.a), policy_text(row.b));
     rows.push_back({name, policy, change(x.calls, y.calls), ran_in, change(x.casts, y.casts),
-                    change(x.cast_bytes, y.cast_bytes), change(x.cache_hits, y.cache_hits)});
+                    change(x.cast_bytes, y.cast_bytes), pair_text(cache_text(x), cache_text(y)),
+                    pair_text(nonfinite_text(x), nonfinite_text(y)),
+                    pair_text(magnitude_text(x.output_max_abs), magnitude_text(y.output_max_abs)),
+                    pair_text(headroom_text(x.output_max_abs), headroom_text(y.output_max_abs))});
   }
-  print_table(rows, {false, false, true, false, true, true, true});
+  print_table(rows, {false, false, true, false, true, true, true, true, true, true});
   return 0;
 }
 

@@ -14,7 +14,9 @@ it already) and offers to Python:
 * compiled policies: ``compile_policy(path)`` generates a policy's typed wrappers, compiles them
   once (cached on disk) and loads them;
 * ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
-* per-op autocast statistics: ``with autocastgen.stats() as s: ...`` (docs/insight.md).
+* per-op autocast statistics, the non-finite watch and the range record:
+  ``with autocastgen.stats() as s: ...``, ``autocastgen.watch("raise")``,
+  ``autocastgen.record("ranges.json")`` (docs/insight.md).
 
 See docs/python.md.
 """
@@ -25,7 +27,7 @@ from . import insight
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
-from .insight import Stats, stats
+from .insight import Stats, record, stats, watch
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
 from .state import (
     AutocastState,
@@ -58,9 +60,11 @@ __all__ = [
     "load_policy",
     "load_runtime",
     "nesting",
+    "record",
     "register_runtime_policy",
     "state_guard",
     "stats",
+    "watch",
     "with_state",
 ]
 

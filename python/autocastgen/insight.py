@@ -10,20 +10,75 @@
 Counting is process-wide while any ``stats()`` block (or ``AUTOCASTGEN_STATS``) is on. Each
 thread counts into its own table; a thread's counts reach the shared table when its ``stats()``
 block ends, when it calls :func:`merge`, :func:`snapshot` or :func:`flush`, or when it ends.
+
+The non-finite watch and the range record (``AUTOCASTGEN_FINITE``, ``AUTOCASTGEN_RECORD``)::
+
+    with autocastgen.watch("raise"):          # or "warn", "record"
+        model(x)                              # RuntimeError naming the op and your line
+    with autocastgen.record("ranges.json") as r:   # casts nothing, records value ranges
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)
+    r.ops["aten::pow.Tensor_Scalar"]["ranges"]["float16_overflow"]
 """
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Any
 
 import torch
 
-__all__ = ["Stats", "enabled", "flush", "merge", "reset", "snapshot", "stats"]
+__all__ = [
+    "Stats",
+    "enabled",
+    "finite_mode",
+    "first_nonfinite",
+    "flush",
+    "merge",
+    "record",
+    "reset",
+    "set_finite_mode",
+    "snapshot",
+    "stats",
+    "watch",
+]
 
 
 def _ops() -> Any:
     return torch.ops.autocastgen
+
+
+# Note [the user's line] (runtime/torch/watch.cpp): the non-finite watch calls this op from C++ on
+# the thread running the wrapped op; the Python frames that called into it are still on that
+# thread's stack. The first one outside torch and this package is the user's line.
+_SKIPPED = (
+    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    "<frozen ",
+)
+
+
+def _user_line() -> str:
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(_SKIPPED):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
+def _define_user_line() -> torch.library.Library:
+    library = torch.library.Library("autocastgen", "FRAGMENT")
+    library.define("watch_user_line() -> str")
+    library.impl("watch_user_line", _user_line, "CompositeImplicitAutograd")
+    return library
+
+
+# Kept for the life of the module: dropping the library unregisters the op. A reload of this module
+# keeps the one it made first (its globals survive the reload).
+_library = globals().get("_library") or _define_user_line()
 
 
 def enabled() -> bool:
@@ -42,7 +97,8 @@ def snapshot() -> dict[str, Any]:
 
 
 def reset() -> None:
-    """Drops every count so far (other threads' unmerged counts included)."""
+    """Drops every count so far (other threads' unmerged counts included), the first non-finite
+    event and the record of which ops warned."""
     _ops().stats_reset()
 
 
@@ -52,7 +108,9 @@ def flush(path: str = "") -> bool:
     return bool(_ops().stats_flush(path))
 
 
-_COUNTS = ("calls", "casts", "cast_bytes", "cache_hits")
+_COUNTS = ("calls", "casts", "cast_bytes", "cache_hits", "cache_misses", "cache_evictions", "outputs_checked", "nonfinite")
+_RANGE_COUNTS = ("calls", "output_elements", "float16_overflow", "float16_underflow", "bfloat16_overflow",
+                 "bfloat16_underflow")
 
 
 def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +122,13 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
         if old is not None:
             entry = dict(entry)
             for field in _COUNTS:
-                entry[field] -= old[field]
+                entry[field] -= old.get(field, 0)
+            if "ranges" in entry and "ranges" in old:
+                entry["ranges"] = dict(entry["ranges"])
+                for field in _RANGE_COUNTS:
+                    entry["ranges"][field] -= old["ranges"][field]
+                if not entry["ranges"]["calls"]:
+                    del entry["ranges"]
             ran_in = {d: n - old["ran_in"].get(d, 0) for d, n in entry["ran_in"].items()}
             entry["ran_in"] = {d: n for d, n in ran_in.items() if n}
         if entry["calls"]:
@@ -75,13 +139,17 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
 
 class Stats:
     """What a ``stats()`` block counted, read when it ends: ``table`` (``{"version": 1, "ops": [...]}``
-    holding the counts made while the block was open; ``input_dtypes`` are those seen since the
-    process's table was last reset) and ``ops`` (``{op: entry}``; an op counted under two rules keeps
-    the one with more calls). The process-wide table is not reset, so an ``AUTOCASTGEN_STATS`` file
-    still gets every count."""
+    holding the counts made while the block was open; ``input_dtypes``, ``output_max_abs`` and the
+    ranges' largest and smallest values are those since the process's table was last reset) and
+    ``ops`` (``{op: entry}``; an op counted under two rules keeps the one with more calls). The
+    process-wide table is not reset, so an ``AUTOCASTGEN_STATS`` file still gets every count."""
 
-    def __init__(self, path: str | None) -> None:
+    _enable = "stats_enable"
+    _disable = "stats_disable"
+
+    def __init__(self, path: str | None, ranges: bool = False) -> None:
         self._path = path
+        self._ranges = ranges
         self._before: dict[str, Any] = {"version": 1, "ops": []}
         self.table: dict[str, Any] = {"version": 1, "ops": []}
 
@@ -94,18 +162,81 @@ class Stats:
 
     def __enter__(self) -> Stats:
         self._before = snapshot()
-        _ops().stats_enable()
+        getattr(_ops(), self._enable)()
+        if self._ranges:
+            _ops().ranges_enable()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _ops().stats_disable()  # merges this thread first
+        if self._ranges:
+            _ops().ranges_disable()
+        getattr(_ops(), self._disable)()  # merges this thread first
         self.table = _difference(snapshot(), self._before)
         if self._path is not None:
             flush(self._path)
 
 
-def stats(path: str | None = None) -> Stats:
+def stats(path: str | None = None, ranges: bool = False) -> Stats:
     """A context manager that counts while it is open (on every thread; other threads' counts are
     included once they merged, see the module's doc). ``path``: also write the process-wide table
-    to this JSON file when the block ends."""
-    return Stats(path)
+    to this JSON file when the block ends. ``ranges``: the range record on too (autocast still
+    casts; each entry gets ``ranges``, docs/insight.md)."""
+    return Stats(path, ranges)
+
+
+class _Record(Stats):
+    _enable = "record_enable"
+    _disable = "record_disable"
+
+
+def record(path: str | None = None) -> Stats:
+    """Record-only mode while the block is open: autocastgen's wrappers and runtime policies cast
+    nothing (ops run in their inputs' dtypes, as if autocast were off) and record value ranges and
+    statistics. Use it around a float32 model's usual autocast scope to see which ops would leave
+    float16's range. Same result object as :func:`stats`."""
+    return _Record(path, ranges=False)
+
+
+def set_finite_mode(mode: str) -> str:
+    """Sets the non-finite watch's process-wide mode (``"off"``, ``"record"``, ``"warn"``,
+    ``"raise"``) and returns the previous one. Any other value raises ``ValueError``."""
+    return str(_ops().finite_set_mode(mode))
+
+
+def finite_mode() -> str:
+    """The non-finite watch's mode (``AUTOCASTGEN_FINITE`` sets it at load)."""
+    return str(_ops().finite_mode())
+
+
+def first_nonfinite() -> str | None:
+    """The first non-finite event since the last :func:`reset` (the watch's message), or None."""
+    return str(_ops().finite_first()) or None
+
+
+class _Watch:
+    def __init__(self, mode: str) -> None:
+        self._mode = mode
+        self._previous: str | None = None
+
+    def __enter__(self) -> _Watch:
+        self._previous = set_finite_mode(self._mode)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            set_finite_mode(self._previous)
+
+    @property
+    def first(self) -> str | None:
+        """The first non-finite event so far (see :func:`first_nonfinite`)."""
+        return first_nonfinite()
+
+
+def watch(mode: str = "warn") -> _Watch:
+    """The non-finite watch in ``mode`` while the block is open (the previous mode comes back
+    after). Every floating output of an autocast-wrapped op is reduced once; a NaN or Inf is
+    counted in the op's ``nonfinite`` and, in ``"warn"`` mode, warned once per op, in ``"raise"``
+    mode raised as RuntimeError, both naming the op and the file:line of your call."""
+    if mode not in ("off", "record", "warn", "raise"):
+        raise ValueError(f"autocastgen.watch: {mode!r} is not a mode (expected 'off', 'record', 'warn' or 'raise')")
+    return _Watch(mode)

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <functional>
 
 #include <c10/core/GradMode.h>
@@ -54,18 +55,20 @@ struct CacheEntry {
 
 class DeviceCache {
  public:
-  const at::Tensor* find(const CacheKey& key) {
+  // `evicted` counts the entries dropped (for the statistics' cache_evictions).
+  const at::Tensor* find(const CacheKey& key, uint64_t& evicted) {
     auto it = entries_.find(key);
     if (it == entries_.end()) return nullptr;
     if (it->second.source.expired()) {
       entries_.erase(it);
+      ++evicted;
       return nullptr;
     }
     return &it->second.cast;
   }
 
-  void insert(const CacheKey& key, const at::Tensor& source, at::Tensor cast) {
-    if (entries_.size() >= sweep_at_) sweep();
+  void insert(const CacheKey& key, const at::Tensor& source, at::Tensor cast, uint64_t& evicted) {
+    if (entries_.size() >= sweep_at_) evicted += sweep();
     entries_.insert_or_assign(key, CacheEntry{WeakImpl(source.getIntrusivePtr()), std::move(cast)});
   }
 
@@ -78,9 +81,11 @@ class DeviceCache {
  private:
   static constexpr size_t kMinSweep = 64;
 
-  void sweep() {
+  size_t sweep() {
+    const size_t before = entries_.size();
     for (auto it = entries_.begin(); it != entries_.end();) it = is_dead(it->second) ? entries_.erase(it) : std::next(it);
     sweep_at_ = std::max(kMinSweep, 2 * entries_.size());
+    return before - entries_.size();
   }
 
   static bool is_dead(const CacheEntry& entry) {
@@ -115,18 +120,19 @@ bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType 
   return state.nesting > 0 && state.cache_enabled && to == state.dtype && !c10::InferenceMode::is_enabled();
 }
 
-// What a cast did, for the statistics (own_cast_counted).
-enum class CastOutcome { none, cast, hit };
+// What a cast did, for the statistics (own_cast_counted): nothing, a conversion of a tensor the
+// cache does not take, a hit, or a miss (converted and stored); and the entries evicted meanwhile.
+enum class CastOutcome { none, cast, hit, miss };
 
 at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
-                             CastOutcome& outcome) {
+                             CastOutcome& outcome, uint64_t& evicted) {
   outcome = CastOutcome::none;
   if (!torch::is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
   outcome = CastOutcome::cast;
   if (!is_cacheable(tensor, to, device)) return tensor.to(to);
   DeviceCache& cache = thread_cache(device);
   const CacheKey key{tensor.unsafeGetTensorImpl(), to};
-  if (const at::Tensor* hit = cache.find(key)) {
+  if (const at::Tensor* hit = cache.find(key, evicted)) {
     outcome = CastOutcome::hit;
     return *hit;
   }
@@ -137,7 +143,8 @@ at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::
     const c10::AutoGradMode grad_on(true);
     cast = tensor.to(to);
   }
-  cache.insert(key, tensor, cast);
+  cache.insert(key, tensor, cast, evicted);
+  outcome = CastOutcome::miss;
   return cast;
 }
 
@@ -145,7 +152,8 @@ at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::
 
 at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device) {
   CastOutcome outcome{};
-  return cast_with_outcome(to, tensor, device, outcome);
+  uint64_t evicted = 0;
+  return cast_with_outcome(to, tensor, device, outcome, evicted);
 }
 
 namespace torch {
@@ -153,10 +161,11 @@ namespace torch {
 at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
                             stats::OpCounters& counters) {
   CastOutcome outcome{};
-  at::Tensor out = cast_with_outcome(to, tensor, device, outcome);
+  at::Tensor out = cast_with_outcome(to, tensor, device, outcome, counters.cache_evictions);
   if (outcome == CastOutcome::hit) {
     ++counters.cache_hits;
-  } else if (outcome == CastOutcome::cast) {
+  } else if (outcome == CastOutcome::cast || outcome == CastOutcome::miss) {
+    counters.cache_misses += outcome == CastOutcome::miss ? 1 : 0;
     ++counters.casts;
     counters.cast_bytes += static_cast<uint64_t>(out.numel()) * out.element_size();
   }

@@ -7,13 +7,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -26,12 +29,14 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "autocastgen/runtime/watch.h"
 #include "autocastgen/torch/policy_call.h"
+#include "watch_internal.h"
 
 namespace autocastgen::stats {
 
 namespace detail {
-std::atomic<int> g_enabled{0};
+std::atomic<uint32_t> g_active{0};
 }  // namespace detail
 
 const char* policy_name(Policy policy) {
@@ -47,11 +52,34 @@ const char* policy_name(Policy policy) {
   return "?";
 }
 
+void ValueRange::add(const ValueRange& other) {
+  max_abs = std::max(max_abs, other.max_abs);
+  min_abs = std::min(min_abs, other.min_abs);
+  tensors += other.tensors;
+}
+
+void Ranges::add(const Ranges& other) {
+  calls += other.calls;
+  inputs.add(other.inputs);
+  outputs.add(other.outputs);
+  output_elements += other.output_elements;
+  float16_overflow += other.float16_overflow;
+  float16_underflow += other.float16_underflow;
+  bfloat16_overflow += other.bfloat16_overflow;
+  bfloat16_underflow += other.bfloat16_underflow;
+}
+
 void OpCounters::add(const OpCounters& other) {
   calls += other.calls;
   casts += other.casts;
   cast_bytes += other.cast_bytes;
   cache_hits += other.cache_hits;
+  cache_misses += other.cache_misses;
+  cache_evictions += other.cache_evictions;
+  outputs_checked += other.outputs_checked;
+  nonfinite += other.nonfinite;
+  output_max_abs = std::max(output_max_abs, other.output_max_abs);
+  ranges.add(other.ranges);
   for (size_t i = 0; i < kDtypeSlots; ++i) {
     ran_in[i] += other.ran_in[i];
     input_dtypes[i] = input_dtypes[i] || other.input_dtypes[i];
@@ -62,11 +90,28 @@ namespace {
 
 using Key = std::pair<std::string, Policy>;
 
-// The process-wide table. Leaked: threads and the exit handler merge into it during shutdown.
+// The process-wide table and the switches' enable counts. Leaked: threads and the exit handler
+// merge into it during shutdown.
 struct Global {
   std::mutex mutex;
   std::map<Key, OpCounters> ops;
-  int explicit_enables = 0;
+  int env_enables = 0;       // AUTOCASTGEN_STATS, AUTOCASTGEN_RECORD
+  int explicit_enables = 0;  // enable()
+  int range_enables = 0;
+  int record_enables = 0;    // enable_record_only()
+  bool record_env = false;   // AUTOCASTGEN_RECORD
+  FiniteMode finite = FiniteMode::off;
+
+  // Note [one switch word] in stats.h: rewritten after every change, under the mutex.
+  void publish() {
+    uint32_t word = 0;
+    if (env_enables + explicit_enables > 0) word |= detail::kCounting;
+    if (finite != FiniteMode::off) word |= detail::kWatch;
+    const bool record = record_env || record_enables > 0;
+    if (record || range_enables > 0) word |= detail::kRanges;
+    if (record) word |= detail::kRecordOnly;
+    detail::g_active.store(word, std::memory_order_relaxed);
+  }
 };
 
 Global& global() {
@@ -171,7 +216,14 @@ ThreadTable* thread_table() {
 // PyTorch-style dtype names (torch.bfloat16 -> "bfloat16").
 std::string dtype_name(size_t slot) {
   if (slot == kNoDtype) return "none";
-  switch (static_cast<c10::ScalarType>(slot)) {
+  return detail::dtype_name(static_cast<c10::ScalarType>(slot));
+}
+
+}  // namespace
+
+std::string detail::dtype_name(c10::ScalarType dtype) {
+  if (dtype == c10::ScalarType::Undefined) return "none";
+  switch (dtype) {
     case c10::ScalarType::Float: return "float32";
     case c10::ScalarType::Double: return "float64";
     case c10::ScalarType::Half: return "float16";
@@ -187,10 +239,12 @@ std::string dtype_name(size_t slot) {
     case c10::ScalarType::Bool: return "bool";
     default: break;
   }
-  std::string name = c10::toString(static_cast<c10::ScalarType>(slot));
+  std::string name = c10::toString(dtype);
   std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
   return name;
 }
+
+namespace {
 
 std::string json_string(std::string_view text) {
   std::string out = "\"";
@@ -207,6 +261,27 @@ std::string json_string(std::string_view text) {
     }
   }
   return out + "\"";
+}
+
+// The shortest text that reads back as the same double (JSON has no Inf or NaN: none reach here).
+std::string json_number(double value) {
+  char text[32];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+  return ec == std::errc() ? std::string(text, end) : "null";
+}
+
+std::string ranges_json(const Ranges& r) {
+  const auto min_abs = [](const ValueRange& v) {
+    return v.min_abs == std::numeric_limits<double>::infinity() ? std::string("null") : json_number(v.min_abs);
+  };
+  const auto max_abs = [](const ValueRange& v) { return v.tensors == 0 ? std::string("null") : json_number(v.max_abs); };
+  return "{\"calls\": " + std::to_string(r.calls) + ", \"input_max_abs\": " + max_abs(r.inputs) +
+         ", \"input_min_abs\": " + min_abs(r.inputs) + ", \"output_max_abs\": " + max_abs(r.outputs) +
+         ", \"output_min_abs\": " + min_abs(r.outputs) + ", \"output_elements\": " + std::to_string(r.output_elements) +
+         ", \"float16_overflow\": " + std::to_string(r.float16_overflow) +
+         ", \"float16_underflow\": " + std::to_string(r.float16_underflow) +
+         ", \"bfloat16_overflow\": " + std::to_string(r.bfloat16_overflow) +
+         ", \"bfloat16_underflow\": " + std::to_string(r.bfloat16_underflow) + "}";
 }
 
 std::string to_json(const std::map<Key, OpCounters>& ops) {
@@ -239,7 +314,13 @@ std::string to_json(const std::map<Key, OpCounters>& ops) {
       first_dtype = false;
     }
     out += "], \"casts\": " + std::to_string(c.casts) + ", \"cast_bytes\": " + std::to_string(c.cast_bytes) +
-           ", \"cache_hits\": " + std::to_string(c.cache_hits) + "}";
+           ", \"cache_hits\": " + std::to_string(c.cache_hits) + ", \"cache_misses\": " + std::to_string(c.cache_misses) +
+           ", \"cache_evictions\": " + std::to_string(c.cache_evictions) +
+           ", \"outputs_checked\": " + std::to_string(c.outputs_checked) + ", \"nonfinite\": " + std::to_string(c.nonfinite) +
+           ", \"output_max_abs\": " +
+           (c.outputs_checked == c.nonfinite ? std::string("null") : json_number(c.output_max_abs));
+    if (c.ranges.calls != 0) out += ", \"ranges\": " + ranges_json(c.ranges);
+    out += "}";
   }
   out += first ? "]}\n" : "\n]}\n";
   return out;
@@ -276,25 +357,58 @@ std::string& env_path_storage() {
   return *path;
 }
 
-// At exit (AUTOCASTGEN_STATS): the exiting thread's table has merged already (thread-local
-// destructors run before exit handlers); other threads still running are not counted. Python's
-// warning machinery may be gone, so a failure is printed to stderr.
-void write_at_exit() {
-  merge_thread();
-  const std::string& path = env_path_storage();
-  const std::string error = write_file(path, snapshot_locked());
-  if (!error.empty())
-    std::fprintf(stderr, "autocastgen: warning: could not write the statistics to '%s' (AUTOCASTGEN_STATS): %s\n",
-                 path.c_str(), error.c_str());
+std::string& record_path_storage() {
+  static std::string* const path = new std::string;
+  return *path;
 }
 
-// AUTOCASTGEN_STATS=FILE.json: statistics on from the library's load to the process's exit.
+// At exit (AUTOCASTGEN_STATS, AUTOCASTGEN_RECORD): the exiting thread's table has merged already
+// (thread-local destructors run before exit handlers); other threads still running are not
+// counted. Python's warning machinery may be gone, so a failure is printed to stderr.
+void write_at_exit() {
+  merge_thread();
+  const std::string text = snapshot_locked();
+  for (const auto& [path, variable] : {std::pair{&env_path_storage(), "AUTOCASTGEN_STATS"},
+                                       std::pair{&record_path_storage(), "AUTOCASTGEN_RECORD"}}) {
+    if (path->empty()) continue;
+    const std::string error = write_file(*path, text);
+    if (!error.empty())
+      std::fprintf(stderr, "autocastgen: warning: could not write the statistics to '%s' (%s): %s\n", path->c_str(),
+                   variable, error.c_str());
+  }
+}
+
+// The environment, read once when the library loads: AUTOCASTGEN_STATS=FILE.json (statistics on
+// until exit, written to FILE.json), AUTOCASTGEN_RECORD=FILE.json (record-only mode until exit,
+// written to FILE.json), AUTOCASTGEN_FINITE=off|record|warn|raise (the watch's mode). A value
+// that cannot be used warns on stderr and leaves its switch off: a diagnostic must not stop a run.
 const bool g_env_read = [] {
-  const char* value = std::getenv("AUTOCASTGEN_STATS");
-  if (value == nullptr || *value == '\0') return false;
-  env_path_storage() = value;
-  detail::g_enabled.fetch_add(1, std::memory_order_relaxed);
-  std::atexit(write_at_exit);
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  bool write = false;
+  if (const char* value = std::getenv("AUTOCASTGEN_STATS"); value != nullptr && *value != '\0') {
+    env_path_storage() = value;
+    ++table.env_enables;
+    write = true;
+  }
+  if (const char* value = std::getenv("AUTOCASTGEN_RECORD"); value != nullptr && *value != '\0') {
+    record_path_storage() = value;
+    ++table.env_enables;
+    table.record_env = true;
+    write = true;
+  }
+  if (const char* value = std::getenv("AUTOCASTGEN_FINITE"); value != nullptr && *value != '\0') {
+    if (const std::optional<FiniteMode> mode = parse_finite_mode(value)) {
+      table.finite = *mode;
+    } else {
+      std::fprintf(stderr,
+                   "autocastgen: warning: AUTOCASTGEN_FINITE='%s' is not a mode of the non-finite watch (off, "
+                   "record, warn or raise); the watch stays off\n",
+                   value);
+    }
+  }
+  table.publish();
+  if (write) std::atexit(write_at_exit);
   return true;
 }();
 
@@ -311,7 +425,7 @@ void enable() {
   Global& table = global();
   const std::lock_guard<std::mutex> lock(table.mutex);
   ++table.explicit_enables;
-  detail::g_enabled.fetch_add(1, std::memory_order_relaxed);
+  table.publish();
 }
 
 void disable() {
@@ -319,7 +433,85 @@ void disable() {
   const std::lock_guard<std::mutex> lock(table.mutex);
   if (table.explicit_enables == 0) return;
   --table.explicit_enables;
-  detail::g_enabled.fetch_sub(1, std::memory_order_relaxed);
+  table.publish();
+}
+
+const char* finite_mode_name(FiniteMode mode) {
+  switch (mode) {
+    case FiniteMode::off: return "off";
+    case FiniteMode::record: return "record";
+    case FiniteMode::warn: return "warn";
+    case FiniteMode::raise: return "raise";
+  }
+  return "?";
+}
+
+std::optional<FiniteMode> parse_finite_mode(std::string_view text) {
+  for (const FiniteMode mode : {FiniteMode::off, FiniteMode::record, FiniteMode::warn, FiniteMode::raise})
+    if (text == finite_mode_name(mode)) return mode;
+  return std::nullopt;
+}
+
+FiniteMode set_finite_mode(FiniteMode mode) {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  const FiniteMode previous = table.finite;
+  table.finite = mode;
+  table.publish();
+  return previous;
+}
+
+FiniteMode finite_mode() {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  return table.finite;
+}
+
+void enable_ranges() {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  ++table.range_enables;
+  table.publish();
+}
+
+void disable_ranges() {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  if (table.range_enables == 0) return;
+  --table.range_enables;
+  table.publish();
+}
+
+// Record-only counts as a statistics enable too: its calls are counted.
+void enable_record_only() {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  ++table.record_enables;
+  ++table.explicit_enables;
+  table.publish();
+}
+
+void disable_record_only() {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  if (table.record_enables == 0) return;
+  --table.record_enables;
+  if (table.explicit_enables > 0) --table.explicit_enables;
+  table.publish();
+}
+
+const std::string& record_path() { return record_path_storage(); }
+
+FiniteWatch::FiniteWatch(FiniteMode mode) : previous_(set_finite_mode(mode)) {}
+FiniteWatch::~FiniteWatch() { (void)set_finite_mode(previous_); }
+
+RangeScope::RangeScope() { enable_ranges(); }
+RangeScope::~RangeScope() { disable_ranges(); }
+
+RecordScope::RecordScope() { enable_record_only(); }
+RecordScope::~RecordScope() {
+  merge_thread();
+  disable_record_only();
 }
 
 void merge_thread() {
@@ -338,15 +530,18 @@ void reset() {
     table.ops.clear();
     g_epoch.fetch_add(1, std::memory_order_relaxed);
   }
+  detail::reset_watch_events();
   if (ThreadTable* table = thread_table()) table->catch_up_epoch();
 }
 
 const std::string& env_path() { return env_path_storage(); }
 
 bool flush(const std::string& path) {
-  const std::string& target = path.empty() ? env_path_storage() : path;
+  const std::string& target =
+      !path.empty() ? path : !env_path_storage().empty() ? env_path_storage() : record_path_storage();
   if (target.empty()) {
-    TORCH_WARN("autocastgen: no statistics file to flush to (no path given and AUTOCASTGEN_STATS is unset)");
+    TORCH_WARN("autocastgen: no statistics file to flush to (no path given, AUTOCASTGEN_STATS and AUTOCASTGEN_RECORD "
+               "unset)");
     return false;
   }
   const std::string error = write_file(target, snapshot_json());
@@ -385,9 +580,11 @@ at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::
   const size_t weak_before = cacheable ? tensor.getIntrusivePtr().weak_use_count() : 0;
   at::Tensor out = at::autocast::cached_cast(to, tensor, device);
   if (out.is_same(tensor)) return out;
-  if (cacheable && tensor.getIntrusivePtr().weak_use_count() == weak_before) {
+  const bool stored = cacheable && tensor.getIntrusivePtr().weak_use_count() != weak_before;
+  if (cacheable && !stored) {
     ++counters.cache_hits;
   } else {
+    counters.cache_misses += stored ? 1 : 0;
     ++counters.casts;
     counters.cast_bytes += static_cast<uint64_t>(out.numel()) * out.element_size();
   }
@@ -410,6 +607,23 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("stats_reset() -> ()", [] { autocastgen::stats::reset(); });
   m.def("stats_flush(str path=\"\") -> bool", [](const std::string& path) { return autocastgen::stats::flush(path); });
   m.def("stats_path() -> str", [] { return autocastgen::stats::env_path(); });
+  // The non-finite watch, the range record and record-only mode (watch.h).
+  m.def("finite_set_mode(str mode) -> str", [](const std::string& mode) {
+    const std::optional<autocastgen::stats::FiniteMode> parsed = autocastgen::stats::parse_finite_mode(mode);
+    TORCH_CHECK_VALUE(parsed.has_value(), "autocastgen: '", mode,
+                      "' is not a mode of the non-finite watch (expected off, record, warn or raise)");
+    return std::string(autocastgen::stats::finite_mode_name(autocastgen::stats::set_finite_mode(*parsed)));
+  });
+  m.def("finite_mode() -> str", [] { return std::string(autocastgen::stats::finite_mode_name(autocastgen::stats::finite_mode())); });
+  m.def("finite_first() -> str", [] { return autocastgen::stats::first_nonfinite(); });
+  m.def("ranges_enable() -> ()", [] { autocastgen::stats::enable_ranges(); });
+  m.def("ranges_disable() -> ()", [] { autocastgen::stats::disable_ranges(); });
+  m.def("record_enable() -> ()", [] { autocastgen::stats::enable_record_only(); });
+  m.def("record_disable() -> ()", [] {
+    autocastgen::stats::merge_thread();
+    autocastgen::stats::disable_record_only();
+  });
+  m.def("record_path() -> str", [] { return autocastgen::stats::record_path(); });
 }
 
 }  // namespace

@@ -47,6 +47,11 @@ LINEAR_EXAMPLE = {
     "casts": 5,
     "cast_bytes": 480,
     "cache_hits": 4,
+    "cache_misses": 2,  # weight and bias, cast once each (those are casts too)
+    "cache_evictions": 0,
+    "outputs_checked": 0,  # neither the watch nor the range record is on
+    "nonfinite": 0,
+    "output_max_abs": None,
 }
 
 # Shared by every child: the example, and a dispatch mode counting the conversions that reach the
@@ -187,7 +192,8 @@ def test_eight_threads_add_up():
         print(json.dumps(s.table))
         """
     )
-    expected = dict(LINEAR_EXAMPLE, calls=24, ran_in={"bfloat16": 24}, casts=40, cast_bytes=3840, cache_hits=32)
+    expected = dict(LINEAR_EXAMPLE, calls=24, ran_in={"bfloat16": 24}, casts=40, cast_bytes=3840, cache_hits=32,
+                    cache_misses=16)
     assert last_json(result) == {"version": 1, "ops": [expected]}
 
 
@@ -212,7 +218,8 @@ def test_eight_threads_torch_state_add_up():
         print(json.dumps(s.table))
         """
     )
-    expected = dict(LINEAR_EXAMPLE, calls=80, ran_in={"bfloat16": 80}, casts=240, cast_bytes=80 * 352, cache_hits=0)
+    expected = dict(LINEAR_EXAMPLE, calls=80, ran_in={"bfloat16": 80}, casts=240, cast_bytes=80 * 352, cache_hits=0,
+                    cache_misses=0)
     assert last_json(result) == {"version": 1, "ops": [expected]}
 
 
@@ -303,5 +310,5 @@ def test_blocks_count_their_own_calls_and_the_env_file_keeps_all(tmp_path):
         env={"AUTOCASTGEN_STATS": str(path)},
     )
     assert last_json(result) == [{"version": 1, "ops": [LINEAR_EXAMPLE]}] * 2
-    doubled = dict(LINEAR_EXAMPLE, calls=6, ran_in={"bfloat16": 6}, casts=10, cast_bytes=960, cache_hits=8)
+    doubled = dict(LINEAR_EXAMPLE, calls=6, ran_in={"bfloat16": 6}, casts=10, cast_bytes=960, cache_hits=8, cache_misses=4)
     assert json.loads(path.read_text()) == {"version": 1, "ops": [doubled]}

@@ -19,6 +19,8 @@ REQUIRED = [
     "autocastgen::cached_cast(",
     "autocastgen::stats::thread_counters(",
     "autocastgen::stats::StatsScope::StatsScope(",
+    "autocastgen::stats::observe_outputs(",
+    "autocastgen::stats::FiniteWatch::FiniteWatch(",
 ]
 
 

@@ -1,6 +1,7 @@
 // Per-op statistics (autocastgen/runtime/stats.h) counted by the per-policy drivers: exact counts of
 // the nn.Linear example for both states, through the drivers, the generated CPU library
-// and a runtime policy; the other policies' ran_in; 8 threads; flush, reset, and an unwritable path.
+// and a runtime policy; the other policies' ran_in; 8 threads; flush, reset, and an unwritable path;
+// cache misses and evictions; the non-finite watch, the range record and record-only mode (watch.h).
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <autocastgen/runtime/runtime_policy.h>
 #include <autocastgen/runtime/state.h>
 #include <autocastgen/runtime/stats.h>
+#include <autocastgen/runtime/watch.h>
 #include <autocastgen/torch/policy_call.h>
 
 namespace {
@@ -79,6 +81,11 @@ void expect_linear_example(const json& e, uint64_t scale = 1) {
   EXPECT_EQ(e.at("casts"), 5 * scale);
   EXPECT_EQ(e.at("cast_bytes"), 480 * scale);
   EXPECT_EQ(e.at("cache_hits"), 4 * scale);
+  EXPECT_EQ(e.at("cache_misses"), 2 * scale);  // weight and bias, once each: also casts
+  EXPECT_EQ(e.at("cache_evictions"), 0);
+  EXPECT_EQ(e.at("outputs_checked"), 0);  // neither the watch nor the range record was on
+  EXPECT_TRUE(e.at("output_max_abs").is_null());
+  EXPECT_FALSE(e.contains("ranges"));
 }
 
 class Stats : public ::testing::Test {
@@ -268,6 +275,110 @@ TEST_F(Stats, UnwritablePathWarnsAndReturnsFalse) {
   EXPECT_NE(warnings[0].find("could not write the statistics to '/nonexistent-autocastgen-dir/stats.json'"),
             std::string::npos)
       << warnings[0];
+}
+
+// autocastgen's cache sweeps dead entries when it has doubled (Note [cast cache]): 32 modules made,
+// called once and dropped fill it with 64 dead entries (weight and bias each); the 33rd module's
+// weight sweeps them all. 40 modules: 80 misses, 64 evictions.
+TEST_F(Stats, OwnCacheEvictionsAreCounted) {
+  const stats::StatsScope counting;
+  const at::Tensor x = at::randn({4, 8});
+  {
+    const autocastgen::AutocastScope scope(at::kCPU, at::kBFloat16);
+    for (int i = 0; i < 40; ++i) {
+      const Linear m;
+      (void)linear_driver<rt::OwnState>(x, m);
+    }
+  }
+  const json e = entry("aten::linear");
+  EXPECT_EQ(e.at("cache_misses"), 80);
+  EXPECT_EQ(e.at("cache_hits"), 0);
+  EXPECT_EQ(e.at("cache_evictions"), 64);
+}
+
+// Note [the overflowing model] (tests/python/test_finite_watch.py): 300s times 300s over 8 terms
+// is 720000, above float16's 65504.
+struct Overflowing {
+  at::Tensor x = at::full({2, 8}, 300.0);
+  at::Tensor w = at::full({8, 4}, 300.0);
+};
+
+at::Tensor mm_driver(const Overflowing& m) {
+  return rt::lower_precision_fp<rt::OwnState>({at::kCPU, c10::DispatchKey::AutocastCPU, "aten::mm"},
+                                              at::_ops::mm::call, m.x, m.w);
+}
+
+TEST_F(Stats, WatchRecordsTheFirstNonFiniteOutput) {
+  const stats::FiniteWatch watch(stats::FiniteMode::record);
+  const Overflowing m;
+  const autocastgen::AutocastScope scope(at::kCPU, at::kHalf);
+  EXPECT_TRUE(mm_driver(m).isinf().all().item<bool>());
+  (void)mm_driver(m);
+  const json e = entry("aten::mm");
+  EXPECT_EQ(e.at("outputs_checked"), 2);
+  EXPECT_EQ(e.at("nonfinite"), 2);
+  EXPECT_TRUE(e.at("output_max_abs").is_null());
+  // From C++: no Python line.
+  EXPECT_EQ(stats::first_nonfinite(),
+            "autocastgen: non-finite output: aten::mm (rule lower_precision_fp, ran in float16) returned inf in output 0 "
+            "(float16 [2, 4]); inputs: float16 [2, 8] max |x| 300, float16 [8, 4] max |x| 300");
+}
+
+TEST_F(Stats, WatchRaisesInRaiseMode) {
+  const stats::FiniteWatch watch(stats::FiniteMode::raise);
+  const Overflowing m;
+  const autocastgen::AutocastScope scope(at::kCPU, at::kHalf);
+  try {
+    (void)mm_driver(m);
+    ADD_FAILURE() << "raise mode did not raise";
+  } catch (const c10::Error& error) {
+    EXPECT_NE(std::string(error.msg()).find("non-finite output: aten::mm"), std::string::npos) << error.msg();
+  }
+  EXPECT_EQ(stats::finite_mode(), stats::FiniteMode::raise);
+}
+
+TEST_F(Stats, WatchIsOffAfterItsScope) {
+  { const stats::FiniteWatch watch(stats::FiniteMode::warn); }
+  EXPECT_EQ(stats::finite_mode(), stats::FiniteMode::off);
+  EXPECT_EQ(stats::detail::active(), 0U);
+}
+
+TEST_F(Stats, RecordOnlyCastsNothingAndRecordsRanges) {
+  const Overflowing m;
+  {
+    const stats::RecordScope recording;
+    const autocastgen::AutocastScope scope(at::kCPU, at::kHalf);
+    const at::Tensor y = mm_driver(m);
+    EXPECT_EQ(y.scalar_type(), at::kFloat);
+    EXPECT_EQ(y.max().item<double>(), 720000.0);
+  }
+  const json e = entry("aten::mm");
+  EXPECT_EQ(e.at("ran_in"), json({{"float32", 1}}));
+  EXPECT_EQ(e.at("casts"), 0);
+  EXPECT_EQ(e.at("output_max_abs"), 720000.0);
+  const json& r = e.at("ranges");
+  EXPECT_EQ(r.at("input_max_abs"), 300.0);
+  EXPECT_EQ(r.at("output_elements"), 8);
+  EXPECT_EQ(r.at("float16_overflow"), 8);
+  EXPECT_EQ(r.at("bfloat16_overflow"), 0);
+  EXPECT_EQ(stats::detail::active(), 0U);
+}
+
+TEST_F(Stats, RangesCountUnderflowWhileCasting) {
+  // bfloat16 products of 1e-5 * 1e-5 * 2 terms = 2e-10: below float16's smallest subnormal, within
+  // bfloat16's range.
+  const stats::RangeScope ranges;
+  const at::Tensor a = at::full({2, 2}, 1e-5);
+  const autocastgen::AutocastScope scope(at::kCPU, at::kBFloat16);
+  EXPECT_EQ(rt::lower_precision_fp<rt::OwnState>({at::kCPU, c10::DispatchKey::AutocastCPU, "aten::mm"},
+                                                 at::_ops::mm::call, a, a)
+                .scalar_type(),
+            at::kBFloat16);
+  const json r = entry("aten::mm").at("ranges");
+  EXPECT_EQ(r.at("output_elements"), 4);
+  EXPECT_EQ(r.at("float16_underflow"), 4);
+  EXPECT_EQ(r.at("bfloat16_underflow"), 0);
+  EXPECT_EQ(r.at("float16_overflow"), 0);
 }
 
 }  // namespace

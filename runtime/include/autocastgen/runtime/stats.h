@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <c10/core/ScalarType.h>
@@ -30,17 +31,53 @@ inline constexpr size_t kNoDtype = kDtypeSlots - 1;
 //   of its first tensor input; for fp32_set_opt_dtype and fp32_append_dtype the dtype the op was
 //   told to compute in (float32 when autocast filled it in); for fp8 the forward fp8 dtype when the
 //   GEMM ran in fp8, else (shapes or device fp8 cannot take) the lower-precision dtype. banned
-//   calls raise and run in nothing;
+//   calls raise and run in nothing. In record-only mode, the dtype of the first tensor input;
 // - input_dtypes: bit set of the dtypes of every tensor argument seen;
 // - casts: tensors converted by this call; a cast taken from a cast cache is a cache hit, not a cast;
 // - cast_bytes: numel × element size of the tensors those casts created;
 // - cache_hits: casts served from a cast cache (PyTorch's for TorchState, autocastgen's for
-//   OwnState; Note [telling a hit from a cast] in runtime/torch/stats.cpp).
+//   OwnState; Note [telling a hit from a cast] in runtime/torch/stats.cpp);
+// - cache_misses: casts of a cacheable tensor (a weight) that were not in the cache: converted and
+//   stored (each is also a cast);
+// - cache_evictions: entries of autocastgen's cast cache dropped during the call's casts (a dead
+//   source found by the lookup, or swept when the cache grew). PyTorch's cache drops nothing
+//   during a call (it is cleared when the outermost torch.autocast ends): 0 for TorchState.
+// The non-finite watch and the range record (watch.h) add, per op:
+// - outputs_checked, nonfinite: floating tensor outputs examined, and those holding a NaN or Inf;
+// - output_max_abs: the largest |value| of the examined outputs that were all finite;
+// - ranges (range record only): Note [range record] in watch.h.
+struct ValueRange {
+  double max_abs = 0;                                     // largest finite |x|
+  double min_abs = std::numeric_limits<double>::infinity();  // smallest finite non-zero |x|
+  uint64_t tensors = 0;                                   // floating tensors measured
+
+  void add(const ValueRange& other);
+};
+
+struct Ranges {
+  uint64_t calls = 0;  // calls measured
+  ValueRange inputs;
+  ValueRange outputs;
+  uint64_t output_elements = 0;  // elements of the measured outputs
+  uint64_t float16_overflow = 0;
+  uint64_t float16_underflow = 0;
+  uint64_t bfloat16_overflow = 0;
+  uint64_t bfloat16_underflow = 0;
+
+  void add(const Ranges& other);
+};
+
 struct OpCounters {
   uint64_t calls = 0;
   uint64_t casts = 0;
   uint64_t cast_bytes = 0;
   uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  uint64_t cache_evictions = 0;
+  uint64_t outputs_checked = 0;
+  uint64_t nonfinite = 0;
+  double output_max_abs = 0;
+  Ranges ranges;
   std::array<uint64_t, kDtypeSlots> ran_in{};
   std::array<bool, kDtypeSlots> input_dtypes{};
 
@@ -48,13 +85,21 @@ struct OpCounters {
 };
 
 namespace detail {
-// Non-zero while statistics are on: AUTOCASTGEN_STATS counts one, every enable() (StatsScope,
-// torch.ops.autocastgen.stats_enable) one more. Read relaxed on every driver call.
-TORCH_API extern std::atomic<int> g_enabled;
+// Note [one switch word]: what is on, as bits of one word, so that a driver call pays one relaxed
+// load and a branch while everything is off. Written under the statistics' mutex from the
+// enable counts (stats.cpp); read relaxed on every driver call.
+inline constexpr uint32_t kCounting = 1U;   // statistics (AUTOCASTGEN_STATS, StatsScope, ...)
+inline constexpr uint32_t kWatch = 2U;      // the non-finite watch (AUTOCASTGEN_FINITE, FiniteWatch)
+inline constexpr uint32_t kRanges = 4U;     // the range record (RangeScope, RecordScope)
+inline constexpr uint32_t kRecordOnly = 8U; // record-only: casts nothing (AUTOCASTGEN_RECORD, RecordScope)
+TORCH_API extern std::atomic<uint32_t> g_active;
+
+// Every switch: zero while everything is off. A driver counts its call whenever any bit is set.
+inline uint32_t active() { return g_active.load(std::memory_order_relaxed); }
 }  // namespace detail
 
-// Whether statistics are on: one relaxed load, the drivers' only cost while they are off.
-inline bool enabled() { return C10_UNLIKELY(detail::g_enabled.load(std::memory_order_relaxed) != 0); }
+// Whether statistics are on (AUTOCASTGEN_STATS or an enable()).
+inline bool enabled() { return C10_UNLIKELY((detail::active() & detail::kCounting) != 0); }
 
 // This thread's counters of (op, policy), created on first use. `op` is `ns::name[.overload]`; it
 // need only live for the call. Never null; valid until this thread ends.

@@ -27,6 +27,7 @@
 #include "autocastgen/runtime/cast_cache.h"
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/runtime/stats.h"
+#include "autocastgen/runtime/watch.h"
 
 namespace torch {
 class Library;
@@ -131,6 +132,13 @@ std::vector<at::Tensor> cast_each(const Tensors& tensors, const CastOne& cast_on
 }
 }  // namespace detail
 
+// Calls the op: a function (at::_ops::<op>::call) or a typed dispatcher handle (custom namespaces).
+template <typename Op, typename... Args>
+decltype(auto) invoke(const Op& op, Args&&... args) {
+  if constexpr (std::is_invocable_v<const Op&, Args&&...>) return op(std::forward<Args>(args)...);
+  else return op.call(std::forward<Args>(args)...);
+}
+
 // One autocast call: excludes the autocast key for its whole life (so the inner call reaches the
 // backend), traces the call, and gives the drivers below the state's reads and casts.
 //
@@ -140,6 +148,13 @@ std::vector<at::Tensor> cast_each(const Tensors& tensors, const CastOne& cast_on
 // cast goes through State::cast_counted, and the destructor records the dtype the op ran in. The
 // per-call fields are mutable because the drivers hold the Call const and the steps take it by
 // const reference; they are bookkeeping, not the call's behaviour.
+//
+// Note [observing in the drivers]: the non-finite watch, the range record and record-only mode
+// (autocastgen/runtime/watch.h) live here too, on the same switch word as the statistics (Note
+// [one switch word] in stats.h): every driver calls the op through run(), which, when on() saw the
+// watch or the range record on, gathers the call's tensor arguments and results and hands them to
+// stats::observe_inputs/observe_outputs; otherwise it is a branch on a member and the call. In
+// record-only mode on() answers false, so the driver takes its untouched path, still through run().
 template <typename State>
 class Call {
  public:
@@ -157,11 +172,19 @@ class Call {
   Call& operator=(const Call&) = delete;
 
   [[nodiscard]] const Site& site() const { return site_; }
-  // Whether the state is on; when it is, and statistics are on, the call is counted.
+  // Whether the state is on and autocast should act; when the state is on and statistics, the
+  // watch or the range record are, the call is counted (and observed). False in record-only mode.
   [[nodiscard]] bool on() const {
     if (!State::on(site_.device)) return false;
-    if (stats::enabled()) begin_counting();
+    if (const uint32_t active = stats::detail::active(); C10_UNLIKELY(active != 0)) return begin_counting(active);
     return true;
+  }
+  // Calls the op (invoke), observing its tensors while the watch or the range record is on. The
+  // observed path stays out of line so that the wrapper's own code is what it was without it.
+  template <typename Op, typename... Args>
+  C10_ALWAYS_INLINE decltype(auto) run(const Op& op, Args&&... args) const {
+    if (C10_LIKELY(!observe_)) return invoke(op, std::forward<Args>(args)...);
+    return run_observed(op, args...);
   }
   [[nodiscard]] at::ScalarType lower_precision() const { return State::lower_precision(site_.device); }
   [[nodiscard]] bool eligible(const at::Tensor& tensor) const {
@@ -186,9 +209,35 @@ class Call {
   [[nodiscard]] bool cache_enabled() const { return State::cache_enabled(site_.device); }
 
  private:
-  void begin_counting() const {
+  bool begin_counting(uint32_t active) const {
     counters_ = stats::thread_counters(site_.op, policy_);
     ++counters_->calls;
+    active_ = active;
+    observe_ = (active & (stats::detail::kWatch | stats::detail::kRanges)) != 0;
+    return (active & stats::detail::kRecordOnly) == 0;
+  }
+  template <typename Op, typename... Args>
+  C10_NOINLINE decltype(auto) run_observed(const Op& op, const Args&... args) const {
+    stats::Tensors inputs;
+    (inputs.add(args), ...);
+    const at::ScalarType first = stats::observe_inputs(*counters_, active_, inputs);
+    if (first_input_ == at::ScalarType::Undefined) first_input_ = first;
+    using Result = decltype(invoke(op, args...));
+    stats::Tensors outputs;
+    if constexpr (std::is_void_v<Result>) {
+      invoke(op, args...);
+      (outputs.add_results(args), ...);  // a runtime policy's results, on the stack
+      stats::observe_outputs(site_, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
+    } else {
+      Result result = invoke(op, args...);
+      outputs.add(result);
+      stats::observe_outputs(site_, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
+      return result;
+    }
+  }
+  at::ScalarType ran_dtype() const {
+    if (ran_in_ != at::ScalarType::Undefined) return ran_in_;
+    return eligible_seen_ ? target_ : first_input_;
   }
   void note_input(const at::Tensor& tensor) const {
     if (!tensor.defined()) return;
@@ -203,8 +252,7 @@ class Call {
   }
   void finish_counting() const {
     if (ran_nowhere_) return;
-    at::ScalarType ran = ran_in_;
-    if (ran == at::ScalarType::Undefined) ran = eligible_seen_ ? target_ : first_input_;
+    const at::ScalarType ran = ran_dtype();
     const size_t slot = ran == at::ScalarType::Undefined ? stats::kNoDtype : static_cast<size_t>(ran);
     ++counters_->ran_in[slot];
   }
@@ -218,6 +266,8 @@ class Call {
   mutable at::ScalarType first_input_ = at::ScalarType::Undefined;
   mutable bool eligible_seen_ = false;
   mutable bool ran_nowhere_ = false;
+  mutable bool observe_ = false;
+  mutable uint32_t active_ = 0;
 };
 
 // fp32_set_opt_dtype's `ScalarType? dtype` argument, marked in the wrapper's call so the driver
@@ -326,13 +376,6 @@ const First& first_of(const First& first, const Rest&...) {
   return first;
 }
 
-// Calls the op: a function (at::_ops::<op>::call) or a typed dispatcher handle (custom namespaces).
-template <typename Op, typename... Args>
-decltype(auto) invoke(const Op& op, Args&&... args) {
-  if constexpr (std::is_invocable_v<const Op&, Args&&...>) return op(std::forward<Args>(args)...);
-  else return op.call(std::forward<Args>(args)...);
-}
-
 // ---- The six cast policies (Note [policy semantics] in codegen/policy/policy.h; fp8 is above).
 // Each starts a Call and, while the state is off, calls the op untouched.
 
@@ -340,30 +383,30 @@ decltype(auto) invoke(const Op& op, Args&&... args) {
 template <typename State, typename Op, typename... Args>
 decltype(auto) lower_precision_fp(const Site& site, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::lower_precision_fp);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
   call.target(to);
-  return invoke(op, cast_arg(call, args, to)...);
+  return call.run(op, cast_arg(call, args, to)...);
 }
 
 // Every eligible argument cast to float32.
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp32(const Site& site, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::fp32);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   call.target(at::kFloat);
-  return invoke(op, cast_arg(call, args, at::kFloat)...);
+  return call.run(op, cast_arg(call, args, at::kFloat)...);
 }
 
 // Every eligible argument cast to the widest floating type among them.
 template <typename State, typename Op, typename... Args>
 decltype(auto) promote(const Site& site, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::promote);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   at::ScalarType to = call.lower_precision();
   ((to = promote_arg(call, to, args)), ...);
   call.target(to);
-  return invoke(op, cast_arg(call, args, to)...);
+  return call.run(op, cast_arg(call, args, to)...);
 }
 
 // An unset `dtype` (marked with opt_dtype()) becomes float32 when the first argument is eligible;
@@ -371,9 +414,9 @@ decltype(auto) promote(const Site& site, const Op& op, const Args&... args) {
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp32_set_opt_dtype(const Site& site, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::fp32_set_opt_dtype);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   const bool fill = first_eligible(call, first_of(args...));
-  return invoke(op, fill_dtype_arg(call, args, fill)...);
+  return call.run(op, fill_dtype_arg(call, args, fill)...);
 }
 
 // Redispatches to the sibling overload taking a trailing dtype: float32, or the first argument's
@@ -381,17 +424,17 @@ decltype(auto) fp32_set_opt_dtype(const Site& site, const Op& op, const Args&...
 template <typename State, typename Op, typename Redispatch, typename... Args>
 decltype(auto) fp32_append_dtype(const Site& site, const Op& op, const Redispatch& redispatch, const Args&... args) {
   const Call<State> call(site, stats::Policy::fp32_append_dtype);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   const at::ScalarType dtype = appended_dtype(call, first_of(args...));
   call.ran_in(dtype);
-  return invoke(redispatch, plain_arg(args)..., dtype);
+  return call.run(redispatch, plain_arg(args)..., dtype);
 }
 
 // Raises with the policy's message.
 template <typename State, typename Op, typename... Args>
 decltype(auto) banned(const Site& site, const char* message, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::banned);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   call.raise_banned(message);
 }
 
@@ -419,14 +462,15 @@ at::Tensor fp8_result(at::Tensor out, const Args&...) {
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::fp8);
-  if (!call.on()) return invoke(op, plain_arg(args)...);
+  if (!call.on()) return call.run(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
   if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled()}, args...)) {
     call.ran_in(recipe.forward_dtype);
-    return fp8_result(std::move(*out), args...);
+    // Through run() like the op itself, so the watch sees the fp8 GEMM's output.
+    return call.run([&out](const auto&... a) { return fp8_result(std::move(*out), a...); }, args...);
   }
   call.target(to);
-  return invoke(op, cast_arg(call, args, to)...);
+  return call.run(op, cast_arg(call, args, to)...);
 }
 
 // ---- Precision rules (Note [precision rules] in codegen/policy/policy.h): a wrapper with

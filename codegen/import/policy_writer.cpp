@@ -11,24 +11,6 @@ namespace autocastgen::import {
 
 using policy::PolicyKind;
 
-std::string yaml_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
-        else out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<std::string>& sources) {
   std::string out = fmt::format("# Imported by autocastgen {} from the {} registrations in: {}\n", AUTOCASTGEN_VERSION,
                                 policy.dispatch_key, fmt::join(sources, ", "));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "policy/policy.h"
+#include "support/strings.h"
 
 namespace autocastgen::import {
 
@@ -13,7 +14,6 @@ namespace autocastgen::import {
 // name their `redispatch:` target; banned entries carry their message.
 [[nodiscard]] std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<std::string>& sources);
 
-// A YAML double-quoted scalar for `text` (escapes quotes, backslashes and control characters).
-[[nodiscard]] std::string yaml_quoted(std::string_view text);
+using ::autocastgen::yaml_quoted;  // support/strings.h
 
 }  // namespace autocastgen::import

@@ -278,7 +278,7 @@ class RuleResolver {
         out.text = t;
         const bool plain = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }) &&
                            !std::isdigit(static_cast<unsigned char>(t[0])) && t != "null" && t != "true" && t != "false";
-        out.spelling = plain ? t : double_quoted(t);
+        out.spelling = plain ? t : yaml_quoted(t);
         return out;
       }
       case BaseTy::ScalarType:
@@ -287,18 +287,6 @@ class RuleResolver {
         return std::nullopt;
       default: return std::nullopt;
     }
-  }
-
-  // A string as a double-quoted YAML (and JSON) scalar.
-  static std::string double_quoted(const std::string& text) {
-    std::string out = "\"";
-    for (const char c : text) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      if (c == '\n') out += "\\n";
-      else if (c == '\t') out += "\\t";
-      else out.push_back(c);
-    }
-    return out + "\"";
   }
 
  private:

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 namespace autocastgen {
 
 size_t edit_distance(std::string_view a, std::string_view b, size_t limit) {
@@ -76,6 +78,24 @@ bool is_utf8(std::string_view text) {
     i += length;
   }
   return true;
+}
+
+std::string yaml_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (u < 0x20 || u == 0x7f) out += fmt::format("\\x{:02x}", u);
+        else out.push_back(c);
+    }
+  }
+  return out + "\"";
 }
 
 }  // namespace autocastgen

@@ -23,4 +23,8 @@ namespace autocastgen {
 // Whether `text` is well-formed UTF-8.
 [[nodiscard]] bool is_utf8(std::string_view text);
 
+// A YAML (and JSON-compatible) double-quoted scalar for `text`: escapes quotes, backslashes and
+// control characters.
+[[nodiscard]] std::string yaml_quoted(std::string_view text);
+
 }  // namespace autocastgen

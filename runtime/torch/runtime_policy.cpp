@@ -105,7 +105,7 @@ struct KernelSpec {
 bool matches(const c10::IValue& value, const policy::RuleValue& literal) {
   using Kind = policy::RuleValue::Kind;
   if (literal.kind == Kind::none) return value.isNone();
-  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  using torch::detail::same_number;
   switch (literal.kind) {
     case Kind::boolean: return value.isBool() && value.toBool() == literal.boolean;
     case Kind::text: return value.isString() && value.toStringRef() == literal.text;
@@ -113,15 +113,15 @@ bool matches(const c10::IValue& value, const policy::RuleValue& literal) {
     case Kind::integer:
     case Kind::real: {
       const double number = literal.kind == Kind::integer ? static_cast<double>(literal.integer) : literal.real;
-      if (value.isInt()) return literal.kind == Kind::integer ? value.toInt() == literal.integer : same(static_cast<double>(value.toInt()), number);
-      if (value.isDouble()) return same(value.toDouble(), number);
+      if (value.isInt()) return literal.kind == Kind::integer ? value.toInt() == literal.integer : same_number(static_cast<double>(value.toInt()), number);
+      if (value.isDouble()) return same_number(value.toDouble(), number);
       if (value.isSymInt()) {
         const std::optional<int64_t> known = value.toSymInt().maybe_as_int();
         return known && literal.kind == Kind::integer && *known == literal.integer;
       }
       return false;
     }
-    case Kind::none: break;
+    case Kind::none: break;  // answered above
   }
   return false;
 }

@@ -124,17 +124,20 @@ std::string marked_argument(const policy::Rule& rule, size_t index, const std::s
 // the call: `<indent>return rt::<driver><State>(` and `);` around the arguments.
 std::string driver_arguments(const policy::ResolvedEntry& entry, const Signature& sig, std::string_view driver, size_t indent) {
   const model::FunctionSchema& schema = *entry.schema;
+  // rt::fall_through takes the site, the op and the arguments as they came: nothing the entry adds.
+  const bool through = driver == "fall_through";
   std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, \"{}\"}}", schema.name().qualified())};
-  if (entry.policy == PolicyKind::banned && driver != "fall_through") items.push_back(cpp_string_literal(entry.message));
-  if (entry.policy == PolicyKind::fp8 && driver != "fall_through") items.push_back("kFp8Recipe");
+  if (!through && entry.policy == PolicyKind::banned) items.push_back(cpp_string_literal(entry.message));
+  if (!through && entry.policy == PolicyKind::fp8) items.push_back("kFp8Recipe");
   items.push_back(callee(schema));
-  if (entry.redispatch && driver != "fall_through")
+  if (!through && entry.redispatch)
     items.push_back(entry.redispatch->name().is_aten() ? callee(*entry.redispatch)
                                                       : torch_unambiguous_name(schema.name()) + "_redispatch_op()");
   for (size_t i = 0; i < sig.param_names.size(); ++i) {
-    const bool dtype = entry.policy == PolicyKind::fp32_set_opt_dtype && driver != "fall_through" && schema.arguments()[i].name == "dtype";
-    items.push_back(dtype ? fmt::format("rt::opt_dtype({})", sig.param_names[i])
-                          : driver == "fall_through" ? sig.param_names[i] : marked_argument(entry.rule, i, sig.param_names[i]));
+    const std::string& name = sig.param_names[i];
+    if (through) items.push_back(name);
+    else if (entry.policy == PolicyKind::fp32_set_opt_dtype && schema.arguments()[i].name == "dtype") items.push_back(fmt::format("rt::opt_dtype({})", name));
+    else items.push_back(marked_argument(entry.rule, i, name));
   }
   const size_t around = indent + std::string_view("return rt::<State>();").size() + driver.size();
   return join_arguments(items, kLineWidth - around, indent + 4);

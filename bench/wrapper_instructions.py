@@ -9,7 +9,7 @@ lambdas (the whole op: dispatcher, autocast kernel, casts, the CPU kernel, freei
 two run lengths, and reports the marginal count (difference of instructions / difference of calls),
 so one-off work (first-call initialisation, Google Benchmark's batches) drops out. Ratios are
 against PyTorch's built-in autocast kernels and, with --before, against the other build."""
-import argparse, os, re, subprocess, sys, tempfile
+import argparse, os, re, shutil, subprocess, sys, tempfile
 
 OFF_CASES = r"^cpu/[a-z0-9_]+ \([a-z_0-9]+\)$"  # everything off: no statistics, no watch
 # In the annotated call tree: a caller line ('<', with its call count) and the function line ('*').
@@ -66,6 +66,11 @@ def main():
     ap.add_argument("--generated-only", action="store_true",
                     help="count this build's generated wrappers only (a quick look while changing them)")
     args = ap.parse_args()
+    for tool in ("valgrind", "callgrind_annotate"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found: install valgrind (apt-get install valgrind)")
+    if not os.path.exists(args.binary):
+        sys.exit(f"{args.binary} does not exist; build it first (cmake --build build --target bench_wrapper_overhead)")
     names = case_names(args.binary)
     if args.generated_only:
         counts = per_call(args.binary, "generated", *args.min_time)

@@ -141,7 +141,14 @@ VerbRunner add_generate_verb(CLI::App& app) {
                    fmt::format("Split the wrappers into this many translation units, compiled in parallel: autocast_<name>.cpp, "
                                "then autocast_<name>.shard2.cpp ... (1 to {})",
                                emit::kMaxShards))
-      ->check(CLI::Range(1, emit::kMaxShards))
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const bool digits = !text.empty() && text.size() <= 2 &&
+                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (digits && std::stoi(text) >= 1 && std::stoi(text) <= emit::kMaxShards) return "";
+            return fmt::format("expected a whole number from 1 to {}, not '{}'", emit::kMaxShards, text);
+          },
+          "N"))
       ->default_val(1);
   verb->add_option("--name", options->name, "Names the outputs (autocast_<name>.cpp) and the C++ namespace; default: the policy file's stem");
   std::vector<std::string> keys;

@@ -459,9 +459,9 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     // header, so they did not change for shards (one shard is byte for byte the unsharded file).
     // A shard says which it is in the header's summary line, and the key claim takes the whole
     // list from its own section's context (`namespaces` there is every registration).
-    data.set("summary", options.shards > 1 ? fmt::format("{}; shard {} of {}: {} of {} and their registrations", summary,
-                                                         shard + 1, shards, shard_wrappers, pieces.size())
-                                           : summary);
+    const std::string contents = begin == end ? fmt::format("none of the {} wrappers", pieces.size())
+                                              : fmt::format("{} of {}, registered here", shard_wrappers, pieces.size());
+    data.set("summary", options.shards > 1 ? fmt::format("{}; shard {} of {}: {}", summary, shard + 1, shards, contents) : summary);
     // What exists once per library lives in shard 1.
     data.set("fallthrough", options.fallthrough && first_shard);
     // Note [claiming the key]: a library with autocastgen's own state owns its key.

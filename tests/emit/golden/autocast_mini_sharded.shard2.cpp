@@ -7,7 +7,7 @@
 //   <builtin>/torch/autocast.cpp.mustache e668b6639ce7db62cac50c2029f89890365cab9a6c37f2f65056313949c799a1
 //   <builtin>/torch/wrapper.mustache 2d0a8337af83ef0ba735d1c71957fe9ff0cd919790c1e6a9a0333aabd939a54e
 //
-// Autocast wrappers for AutocastPrivateUse1 (device privateuseone, autocastgen autocast state): 3 lower_precision_fp, 4 fp32, 2 fp32_set_opt_dtype, 1 fp32_append_dtype, 3 promote, 1 banned; shard 2 of 2: wrappers 8-14 of 14 and their registrations.
+// Autocast wrappers for AutocastPrivateUse1 (device privateuseone, autocastgen autocast state): 3 lower_precision_fp, 4 fp32, 2 fp32_set_opt_dtype, 1 fp32_append_dtype, 3 promote, 1 banned; shard 2 of 2: wrappers 8-14 of 14, registered here.
 // Each wrapper calls the per-policy driver of autocastgen/torch/policy_call.h.
 #include <type_traits>
 

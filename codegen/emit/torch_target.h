@@ -35,7 +35,8 @@ enum class WrapperState : uint8_t { torch, autocastgen };
 // is still written, so a build knows the file names from N alone. Each shard includes only its own
 // wrappers' op headers and registers them in its own TORCH_LIBRARY_IMPL blocks (the dispatcher
 // takes several blocks for one namespace and key); what must exist once (the fallthrough
-// fallback, the key claim of --state autocastgen) is in shard 1.
+// fallback, the key claim of --state autocastgen) is in shard 1. `generate` removes the shard
+// files of an earlier run with a larger N (cli/verb_generate.cpp), once the new set is written.
 constexpr int kMaxShards = 64;
 
 struct TorchTargetOptions {

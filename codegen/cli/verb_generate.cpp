@@ -1,4 +1,5 @@
 // `autocastgen generate`: policy + schemas + templates -> wrappers and manifest, written if changed.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,11 +29,26 @@ struct GenerateOptions {
   fs::path templates;
   emit::WrapperState state = emit::WrapperState::torch;
   std::string name;
+  int shards = 1;
   std::string dispatch_key;
   bool no_fallthrough = false;
   bool check = false;
   fs::path depfile;
 };
+
+// Note [shards] (emit/torch_target.h): shard files in `out` that a run with `shards` does not
+// write, left by an earlier run with more; generate removes them (a build that globbed them would
+// otherwise register their wrappers twice), --check reports them.
+std::vector<fs::path> leftover_shards(const fs::path& out, const std::string& name, int shards) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::optional<int> shard = emit::shard_of_file_name(name, it->path().filename().string());
+    if (shard && *shard > shards && it->is_regular_file(ec)) found.push_back(it->path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
 
 int run(const GenerateOptions& options) {
   SourceManager sources;
@@ -54,6 +70,7 @@ int run(const GenerateOptions& options) {
   emit::TorchTargetOptions target_options;
   target_options.name = options.name.empty() ? options.policy.stem().string() : options.name;
   target_options.state = options.state;
+  target_options.shards = options.shards;
   target_options.fallthrough = !options.no_fallthrough;
   target_options.torch_version = inputs->torch_version;
   std::vector<fs::path> dependencies;
@@ -70,11 +87,14 @@ int run(const GenerateOptions& options) {
   emit::OutputWriter writer(options.out);
   for (emit::GeneratedFile& file : *files) writer.add(file.path, std::move(file.content), diags);
   if (diags.has_errors()) return 1;
+  const std::vector<fs::path> leftover = leftover_shards(options.out, target_options.name, options.shards);
 
   if (options.check) {
     const std::vector<std::string> stale = writer.stale();
     for (const std::string& path : stale) std::cerr << fmt::format("autocastgen: error: '{}' is out of date\n", path);
-    if (!stale.empty()) {
+    for (const fs::path& path : leftover)
+      std::cerr << fmt::format("autocastgen: error: '{}' is a shard of an earlier, larger --shards and would be removed\n", path.string());
+    if (!stale.empty() || !leftover.empty()) {
       std::cerr << fmt::format("autocastgen: regenerate with: autocastgen generate --policy {} --target {} --out {}\n",
                                options.policy.string(), options.target, options.out.string());
       return 1;
@@ -82,6 +102,14 @@ int run(const GenerateOptions& options) {
     return 0;
   }
   for (const std::string& path : writer.write(diags)) std::cout << "wrote " << path << "\n";
+  // Note [shards]: only after every output was written, so a failed run leaves the old set whole.
+  if (!diags.has_errors()) {
+    for (const fs::path& path : leftover) {
+      std::error_code ec;
+      if (fs::remove(path, ec)) std::cout << "removed " << path.string() << "\n";
+      else if (ec) diags.error({}, fmt::format("cannot remove '{}', a shard of an earlier, larger --shards: {}", path.string(), ec.message()));
+    }
+  }
   if (!options.depfile.empty()) {
     bool changed = false;
     std::string error;
@@ -109,6 +137,19 @@ VerbRunner add_generate_verb(CLI::App& app) {
                                               "autocastgen (AutocastScope)")
       ->transform(CLI::CheckedTransformer(states))
       ->default_str("torch");
+  verb->add_option("--shards", options->shards,
+                   fmt::format("Split the wrappers into this many translation units, compiled in parallel: autocast_<name>.cpp, "
+                               "then autocast_<name>.shard2.cpp ... (1 to {})",
+                               emit::kMaxShards))
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const bool digits = !text.empty() && text.size() <= 2 &&
+                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            if (digits && std::stoi(text) >= 1 && std::stoi(text) <= emit::kMaxShards) return "";
+            return fmt::format("expected a whole number from 1 to {}, not '{}'", emit::kMaxShards, text);
+          },
+          "N"))
+      ->default_val(1);
   verb->add_option("--name", options->name, "Names the outputs (autocast_<name>.cpp) and the C++ namespace; default: the policy file's stem");
   std::vector<std::string> keys;
   for (const policy::DeviceInfo& info : policy::autocast_devices()) keys.emplace_back(info.dispatch_key);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -315,14 +316,64 @@ std::string generated_by(const TorchTargetOptions& options) {
 }
 }  // namespace
 
+std::string shard_file_name(const std::string& name, int shard) {
+  return shard <= 1 ? fmt::format("autocast_{}.cpp", name) : fmt::format("autocast_{}.shard{}.cpp", name, shard);
+}
+
+std::optional<int> shard_of_file_name(const std::string& name, std::string_view file_name) {
+  const std::string prefix = fmt::format("autocast_{}.shard", name);
+  constexpr std::string_view suffix = ".cpp";
+  if (file_name.size() <= prefix.size() + suffix.size() || !file_name.starts_with(prefix) || !file_name.ends_with(suffix))
+    return std::nullopt;
+  const std::string_view digits = file_name.substr(prefix.size(), file_name.size() - prefix.size() - suffix.size());
+  if (digits.size() > 6 || digits.front() == '0' ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+    return std::nullopt;
+  const int shard = std::stoi(std::string(digits));
+  return shard > 1 ? std::optional<int>(shard) : std::nullopt;
+}
+
+namespace {
+// One overload's wrapper with what its shard needs around it (Note [shards]).
+struct WrapperPiece {
+  mustache::data data;
+  std::set<std::string> headers;  // the ATen op headers it calls
+  std::string ns;                 // the namespace it registers in
+  mustache::data registration;
+  bool uses_fp8_recipe = false;
+};
+
+// `ns` entries with their registrations, namespaces in first-use order.
+mustache::data namespace_list(std::vector<WrapperPiece>::const_iterator begin, std::vector<WrapperPiece>::const_iterator end) {
+  std::vector<std::string> order;
+  std::map<std::string, mustache::data> registrations;
+  for (auto piece = begin; piece != end; ++piece) {
+    if (!registrations.count(piece->ns)) {
+      order.push_back(piece->ns);
+      registrations[piece->ns] = mustache::data::type::list;
+    }
+    registrations[piece->ns] << piece->registration;
+  }
+  mustache::data list = mustache::data::type::list;
+  for (const std::string& ns : order) {
+    mustache::data n;
+    n.set("ns", ns);
+    n.set("registrations", registrations[ns]);
+    list << n;
+  }
+  return list;
+}
+}  // namespace
+
 std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaSet& schemas, const policy::ResolvedPolicy& policy,
                                                             const TorchTargetOptions& options,
                                                             const TemplateSet& templates, DiagnosticEngine& diags) {
   const size_t errors_before = diags.error_count();
-  mustache::data wrappers = mustache::data::type::list;
-  std::set<std::string> headers;
-  std::vector<std::string> namespaces;  // in first-use order
-  std::map<std::string, mustache::data> registrations;
+  if (options.shards < 1 || options.shards > kMaxShards) {
+    diags.error({}, fmt::format("the number of shards must be between 1 and {}, not {}", kMaxShards, options.shards));
+    return std::nullopt;
+  }
+  std::vector<WrapperPiece> pieces;
   // An overload's entries stand together in a resolved policy (Note [precision rules]).
   for (size_t first = 0; first < policy.entries.size();) {
     std::vector<const policy::ResolvedEntry*> group;
@@ -334,17 +385,14 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     if (redispatching != group.end())
       redispatch_sig = signature_of(*(*redispatching)->redispatch, schemas.attributes(*(*redispatching)->redispatch).structured, diags);
     if (!sig || (redispatching != group.end() && !redispatch_sig)) continue;
-    wrappers << wrapper_data(group, *sig, redispatch_sig, headers);
+    WrapperPiece piece;
+    piece.data = wrapper_data(group, *sig, redispatch_sig, piece.headers);
     const model::OperatorName& name = entry.schema->name();
-    const std::string ns(name.namespace_or_aten());
-    if (!registrations.count(ns)) {
-      namespaces.push_back(ns);
-      registrations[ns] = mustache::data::type::list;
-    }
-    mustache::data reg;
-    reg.set("op", name.unqualified());
-    reg.set("wrapper", torch_unambiguous_name(name));
-    registrations[ns] << reg;
+    piece.ns = std::string(name.namespace_or_aten());
+    piece.registration.set("op", name.unqualified());
+    piece.registration.set("wrapper", torch_unambiguous_name(name));
+    piece.uses_fp8_recipe = std::any_of(group.begin(), group.end(), [](const policy::ResolvedEntry* e) { return e->policy == PolicyKind::fp8; });
+    pieces.push_back(std::move(piece));
   }
   if (diags.error_count() != errors_before) return std::nullopt;
 
@@ -367,31 +415,65 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   std::vector<std::string> counts;
   for (PolicyKind kind : policy::kAllPolicies)
     if (policy.count(kind)) counts.push_back(fmt::format("{} {}", policy.count(kind), policy::spelling(kind)));
-  data.set("summary", fmt::format("{}", fmt::join(counts, ", ")));
+  const std::string summary = fmt::format("{}", fmt::join(counts, ", "));
+  data.set("summary", summary);
   data.set("cpp_namespace", generated_namespace(options.name));
-  mustache::data header_list = mustache::data::type::list;
-  for (const std::string& h : headers) header_list << mustache::data("header", h);
-  data.set("headers", header_list);
-  data.set("wrappers", wrappers);
-  mustache::data ns_list = mustache::data::type::list;
-  for (const std::string& ns : namespaces) {
-    mustache::data n;
-    n.set("ns", ns);
-    n.set("registrations", registrations[ns]);
-    ns_list << n;
-  }
-  data.set("namespaces", ns_list);
-  data.set("fallthrough", options.fallthrough);
   data.set("state", std::string(spelling(options.state)));
   data.set("state_type", std::string(state_type(options.state)));
-  // Note [claiming the key]: a library with autocastgen's own state owns its key.
-  data.set("claims_key", options.state == WrapperState::autocastgen);
-  data.set("fp8_recipe", policy.fp8 && policy.count(PolicyKind::fp8) ? fp8_recipe_data(*policy.fp8) : mustache::data(false));
+  // Every registration of the policy, whichever shard holds it (the key claim lists them all).
+  const mustache::data all_namespaces = namespace_list(pieces.begin(), pieces.end());
+  data.set("all_namespaces", all_namespaces);
+  data.set("shards", std::to_string(options.shards));
+  data.set("sharded", options.shards > 1);
+  data.set("wrapper_count", std::to_string(pieces.size()));
 
-  std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
-  if (!cpp) return std::nullopt;
   std::vector<GeneratedFile> files;
-  files.push_back({fmt::format("autocast_{}.cpp", options.name), std::move(*cpp)});
+  const size_t shards = static_cast<size_t>(options.shards);
+  size_t begin = 0;
+  for (size_t shard = 0; shard < shards; ++shard) {
+    // Note [shards]: contiguous groups, sizes differing by at most one, the larger ones first.
+    const size_t end = begin + pieces.size() / shards + (shard < pieces.size() % shards ? 1 : 0);
+    const auto first_piece = pieces.begin() + static_cast<std::ptrdiff_t>(begin);
+    const auto last_piece = pieces.begin() + static_cast<std::ptrdiff_t>(end);
+    const bool first_shard = shard == 0;
+    std::set<std::string> headers;
+    mustache::data wrappers = mustache::data::type::list;
+    bool uses_fp8_recipe = false;
+    for (auto piece = first_piece; piece != last_piece; ++piece) {
+      headers.insert(piece->headers.begin(), piece->headers.end());
+      wrappers << piece->data;
+      uses_fp8_recipe = uses_fp8_recipe || piece->uses_fp8_recipe;
+    }
+    mustache::data header_list = mustache::data::type::list;
+    for (const std::string& h : headers) header_list << mustache::data("header", h);
+    data.set("headers", header_list);
+    data.set("wrappers", wrappers);
+    data.set("namespaces", namespace_list(first_piece, last_piece));
+    data.set("shard", std::to_string(shard + 1));
+    data.set("first_shard", first_shard);
+    const std::string shard_wrappers = begin == end       ? std::string("no wrappers")
+                                       : end - begin == 1 ? fmt::format("wrapper {}", end)
+                                                          : fmt::format("wrappers {}-{}", begin + 1, end);
+    data.set("shard_wrappers", shard_wrappers);
+    // Note [shards in the built-in template]: the built-in templates' sha256 is in every output's
+    // header, so they did not change for shards (one shard is byte for byte the unsharded file).
+    // A shard says which it is in the header's summary line, and the key claim takes the whole
+    // list from its own section's context (`namespaces` there is every registration).
+    const std::string contents = begin == end ? fmt::format("none of the {} wrappers", pieces.size())
+                                              : fmt::format("{} of {}, registered here", shard_wrappers, pieces.size());
+    data.set("summary", options.shards > 1 ? fmt::format("{}; shard {} of {}: {}", summary, shard + 1, shards, contents) : summary);
+    // What exists once per library lives in shard 1.
+    data.set("fallthrough", options.fallthrough && first_shard);
+    // Note [claiming the key]: a library with autocastgen's own state owns its key.
+    mustache::data claim;
+    claim.set("namespaces", all_namespaces);
+    data.set("claims_key", options.state == WrapperState::autocastgen && first_shard ? claim : mustache::data(false));
+    data.set("fp8_recipe", policy.fp8 && uses_fp8_recipe ? fp8_recipe_data(*policy.fp8) : mustache::data(false));
+    std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
+    if (!cpp) return std::nullopt;
+    files.push_back({shard_file_name(options.name, static_cast<int>(shard) + 1), std::move(*cpp)});
+    begin = end;
+  }
   files.push_back({fmt::format("autocast_{}.manifest.json", options.name), torch_manifest(policy, options).dump(2) + "\n"});
   return files;
 }

@@ -7,7 +7,10 @@
 3. the same for wrappers generated with `--state autocastgen`, read by `audit diff` directly
    (policy file against the generated C++ file): the importer knows both states;
 4. the precision-rules recipe (examples/recipes/precision_rules.yaml) in both states: the rules
-   are read back from the wrappers' conditions and marked arguments.
+   are read back from the wrappers' conditions and marked arguments;
+5. cpu generated with `--shards 3`: `import` of the three files gives the policy back (the
+   importer merges the registrations of all files it reads; `audit diff` takes one file per side,
+   so a sharded library is compared through its manifest or through the policy `import` writes).
 Comparisons go through `autocastgen audit diff --fail-on added,removed,changed`."""
 from __future__ import annotations
 
@@ -109,11 +112,27 @@ def main() -> int:
         else:
             same_policy(cli, rules, out_dir / "rules_back" / "cpu.yaml", failures)
 
+        # 5. Sharded output: every shard's registrations, read together.
+        gen = run(cli, "generate", "--policy", "schemas/policies/cpu.yaml", "--shards", "3", "--out", str(out_dir / "sharded"))
+        if gen.returncode != 0:
+            print(gen.stdout + gen.stderr)
+            return 1
+        shards = [str(out_dir / "sharded" / name) for name in ("autocast_cpu.cpp", "autocast_cpu.shard2.cpp", "autocast_cpu.shard3.cpp")]
+        start = time.monotonic()
+        back = run(cli, "import", *shards, "-o", str(out_dir / "sharded_back"))
+        print(f"import 3 shards of cpu: {time.monotonic() - start:.1f} s")
+        if back.returncode != 0 or back.stderr:
+            failures.append(f"importing the shards: status {back.returncode}\n{back.stdout}{back.stderr}")
+        else:
+            same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "sharded_back" / "cpu.yaml", failures)
+        same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "sharded" / "autocast_cpu.manifest.json", failures)
+
     for f in failures:
         print("FAIL", f)
     if not failures:
         print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu, "
-              "for cpu generated with --state autocastgen, and for the precision-rules recipe in both states")
+              "for cpu generated with --state autocastgen, for the precision-rules recipe in both states, and for "
+              "cpu in three shards")
     return 1 if failures else 0
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the golden generator output into a temporary directory and compares bytes; also
-checks determinism, write-only-if-changed and --check. `--update` refreshes the golden files."""
+checks determinism, write-only-if-changed, --check, and that a run with fewer --shards removes the
+extra shard files. `--update` refreshes the golden files."""
 import filecmp, os, subprocess, sys, tempfile, time, difflib
 
 GOLDEN = "tests/emit/golden"
@@ -17,6 +18,10 @@ FP8_ARGS = ["generate", "--policy", "tests/data/policies/mini_fp8.yaml",
 RULES_ARGS = ["generate", "--policy", "tests/data/policies/mini_rules.yaml",
               "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_rules"]
 
+# Two shards (Note [shards] in codegen/emit/torch_target.h), with --state autocastgen so shard 1
+# also holds the key claim (every op of both shards) and the fallthrough fallback.
+SHARDED_ARGS = [*ARGS[:-1], "mini_sharded", "--state", "autocastgen", "--shards", "2"]
+
 
 def run(cli, *extra, check=True):
     return subprocess.run([cli, *ARGS, *extra], capture_output=True, text=True, check=check)
@@ -24,8 +29,26 @@ def run(cli, *extra, check=True):
 
 def run_variants(cli, out):
     """The own-state, fp8 and precision-rules variants of the golden output."""
-    for args in (OWN_STATE_ARGS, FP8_ARGS, RULES_ARGS):
+    for args in (OWN_STATE_ARGS, FP8_ARGS, RULES_ARGS, SHARDED_ARGS):
         subprocess.run([cli, *args, "--out", out], capture_output=True, text=True, check=True)
+
+
+def check_leftover_shards(cli, out):
+    """A run with fewer shards removes the extra shard files of an earlier run; --check names them."""
+    sharded = [cli, *SHARDED_ARGS[:-1]]
+    subprocess.run([*sharded, "4", "--out", out], capture_output=True, text=True, check=True)
+    shard = lambda k: os.path.join(out, f"autocast_mini_sharded.shard{k}.cpp")
+    assert all(os.path.exists(shard(k)) for k in (2, 3, 4))
+    other = os.path.join(out, "autocast_mini_sharded.shard3.cpp.orig")  # not a shard's name: kept
+    open(other, "w").close()
+    check = subprocess.run([*sharded, "2", "--out", out, "--check"], capture_output=True, text=True)
+    assert check.returncode == 1 and "shard3.cpp' is a shard of an earlier, larger --shards" in check.stderr, check
+    assert os.path.exists(shard(3)), "--check must not remove anything"
+    again = subprocess.run([*sharded, "2", "--out", out], capture_output=True, text=True, check=True)
+    assert f"removed {shard(3)}" in again.stdout and f"removed {shard(4)}" in again.stdout, again.stdout
+    assert not os.path.exists(shard(3)) and not os.path.exists(shard(4)) and os.path.exists(other)
+    assert filecmp.cmp(shard(2), os.path.join(GOLDEN, "autocast_mini_sharded.shard2.cpp"), shallow=False)
+    os.remove(other)
 
 
 def main():
@@ -66,7 +89,8 @@ def main():
         stale = run(cli, "--out", out, "--check", check=False)
         assert stale.returncode == 1 and "out of date" in stale.stderr, stale
         assert open(cpp).read().endswith("// edited\n"), "--check must not write"
-    print("golden output, determinism, write-if-changed and --check: ok")
+        check_leftover_shards(cli, out)
+    print("golden output, determinism, write-if-changed, --check and leftover shards: ok")
     return 0
 
 

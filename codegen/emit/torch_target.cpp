@@ -422,10 +422,6 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   data.set("state_type", std::string(state_type(options.state)));
   // Every registration of the policy, whichever shard holds it (the key claim lists them all).
   const mustache::data all_namespaces = namespace_list(pieces.begin(), pieces.end());
-  data.set("all_namespaces", all_namespaces);
-  data.set("shards", std::to_string(options.shards));
-  data.set("sharded", options.shards > 1);
-  data.set("wrapper_count", std::to_string(pieces.size()));
 
   std::vector<GeneratedFile> files;
   const size_t shards = static_cast<size_t>(options.shards);
@@ -449,18 +445,13 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     data.set("headers", header_list);
     data.set("wrappers", wrappers);
     data.set("namespaces", namespace_list(first_piece, last_piece));
-    data.set("shard", std::to_string(shard + 1));
-    data.set("first_shard", first_shard);
-    const std::string shard_wrappers = begin == end       ? std::string("no wrappers")
-                                       : end - begin == 1 ? fmt::format("wrapper {}", end)
-                                                          : fmt::format("wrappers {}-{}", begin + 1, end);
-    data.set("shard_wrappers", shard_wrappers);
     // Note [shards in the built-in template]: the built-in templates' sha256 is in every output's
     // header, so they did not change for shards (one shard is byte for byte the unsharded file).
     // A shard says which it is in the header's summary line, and the key claim takes the whole
     // list from its own section's context (`namespaces` there is every registration).
+    const std::string held = end - begin == 1 ? fmt::format("wrapper {}", end) : fmt::format("wrappers {}-{}", begin + 1, end);
     const std::string contents = begin == end ? fmt::format("none of the {} wrappers", pieces.size())
-                                              : fmt::format("{} of {}, registered here", shard_wrappers, pieces.size());
+                                              : fmt::format("{} of {}, registered here", held, pieces.size());
     data.set("summary", options.shards > 1 ? fmt::format("{}; shard {} of {}: {}", summary, shard + 1, shards, contents) : summary);
     // What exists once per library lives in shard 1.
     data.set("fallthrough", options.fallthrough && first_shard);

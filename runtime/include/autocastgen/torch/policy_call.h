@@ -47,7 +47,8 @@ namespace autocastgen::torch {
 // arguments, starting from the lower-precision dtype; float64 is ignored and mixing float16 with
 // bfloat16 is an error. As in PyTorch, optional tensors do not take part (they are still cast).
 // One step of it: `current` widened by `tensor`. TorchState's is PyTorch's own (its error text
-// included); OwnState's reads autocastgen's lower-precision dtype.
+// included); OwnState's reads autocastgen's lower-precision dtype. Call::promote decides the
+// common steps inline and calls these only for a float16/bfloat16 mix, so that each raises its error.
 TORCH_API at::ScalarType torch_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 TORCH_API at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 

@@ -16,11 +16,8 @@ Run: AUTOCASTGEN_BUILD_DIR=build python3 -m pytest tests/python/test_conformance
 
 from __future__ import annotations
 
-import ctypes
-import json
 import os
 import pathlib
-import re
 
 import pytest
 
@@ -28,13 +25,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
 autocast_test_lists = pytest.importorskip("torch.testing._internal.autocast_test_lists")
 
+from autocast_conformance import (autocast_kernel, difference, differing_cases, make_calls,  # noqa: E402
+                                  misregistered_kernels, run_all, wrapper_mismatches, wrapper_trace_function)
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 RUNTIME = BUILD / "lib" / "libautocastgen_runtime_torch.so"
 MANIFEST = BUILD / "schemas" / "autocastgen_cpu" / "autocast_cpu.manifest.json"
-
-AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 # How each list of AutocastCPUTestLists is run (as test/test_autocast.py's TestAutocastCPU runs
 # it): the module whose function is tried besides the Tensor method, and how an entry's fields
@@ -61,129 +59,17 @@ LISTS = {
 }
 
 
-class WrapperTrace(ctypes.Structure):
-    """autocastgen::torch::WrapperTrace (runtime/include/autocastgen/torch/policy_call.h)."""
-
-    _fields_ = [("last_op", ctypes.c_char_p), ("calls", ctypes.c_uint64)]
-
-
-def wrapper_trace_function():
-    """autocastgen::torch::wrapper_trace(), the calling thread's trace of generated wrappers."""
-    runtime = ctypes.CDLL(str(RUNTIME), mode=ctypes.RTLD_GLOBAL)
-    function = runtime._ZN11autocastgen5torch13wrapper_traceEv  # mangled autocastgen::torch::wrapper_trace()
-    function.restype = ctypes.POINTER(WrapperTrace)
-    function.argtypes = []
-    return lambda: function().contents
-
-
-def make_calls():
-    """[(case id, op, amp dtype name, callable)] for every entry of every list, both dtypes, and
-    both the module function and the Tensor method where they exist."""
-    torch.manual_seed(0)
-    lists = autocast_test_lists.AutocastCPUTestLists(torch.device("cpu"))
-    found = {name: value for name, value in vars(lists).items() if isinstance(value, list)}
-    unknown = sorted(set(found) - set(LISTS))
-    assert not unknown, f"AutocastCPUTestLists has lists this test does not know how to run: {unknown}"
-    calls = []
-    for list_name, entries in found.items():
-        module, unpack = LISTS[list_name]
-        for index, entry in enumerate(entries):
-            op, args_by_dtype, kwargs = unpack(entry)
-            for dtype_name, args in args_by_dtype.items():
-                variants = []
-                if module is not None and hasattr(module, op):
-                    variants.append((f"{module.__name__}.{op}", getattr(module, op), args))
-                if hasattr(torch.Tensor, op):
-                    variants.append((f"Tensor.{op}", getattr(torch.Tensor, op), args))
-                assert variants, f"{list_name}: {op} is neither a function of {module} nor a Tensor method"
-                for label, function, call_args in variants:
-                    case_id = f"{list_name}[{index}] {label} autocast={dtype_name}"
-                    calls.append((case_id, op, dtype_name,
-                                  (lambda f=function, a=call_args, k=kwargs: f(*a, **k))))
-    return calls
-
-
-def run_all(calls, trace=None):
-    """{case id: (output or exception, wrapper trace after the call or None)}."""
-    results = {}
-    for case_id, _, dtype_name, call in calls:
-        assert not torch.is_autocast_enabled("cpu")
-        before = None
-        if trace is not None:
-            t = trace()
-            t.last_op = None
-            before = t.calls
-        try:
-            with torch.autocast("cpu", dtype=AMP_DTYPES[dtype_name]):
-                out = call()
-        except Exception as error:  # noqa: BLE001 -- a PyTorch error must be reproduced exactly
-            out = error
-        seen = None
-        if trace is not None:
-            t = trace()
-            seen = (t.calls - before, t.last_op.decode() if t.last_op else None)
-        results[case_id] = (out, seen)
-    return results
-
-
-def autocast_cpu_kernel(qualified_name):
-    """Where the active AutocastCPU kernel of an op was registered (file path), or None."""
-    for line in torch._C._dispatch_dump(qualified_name).splitlines():
-        match = re.match(r"AutocastCPU: registered at (.*):\d+ ", line)
-        if match:
-            return match.group(1)
-    return None
-
-
-def manifest_ops():
-    with open(MANIFEST) as fh:
-        return [entry["op"] for entry in json.load(fh)["ops"]]
-
-
 @pytest.fixture(scope="module")
 def runs():
     if not LIBRARY.exists() or not MANIFEST.exists():
         pytest.fail(f"{LIBRARY} or {MANIFEST} is missing: build first (AUTOCASTGEN_BUILD_DIR={BUILD})")
-    before_kernel = autocast_cpu_kernel("aten::conv2d")
-    calls = make_calls()
-    baseline = run_all(calls)
+    before_kernel = autocast_kernel("AutocastCPU", "aten::conv2d")
+    torch.manual_seed(0)
+    calls = make_calls(autocast_test_lists.AutocastCPUTestLists(torch.device("cpu")), LISTS)
+    baseline = run_all(calls, "cpu")
     torch.ops.load_library(str(LIBRARY))
-    ours = run_all(calls, trace=wrapper_trace_function())
+    ours = run_all(calls, "cpu", trace=wrapper_trace_function(RUNTIME))
     return {"calls": calls, "baseline": baseline, "ours": ours, "before_kernel": before_kernel}
-
-
-def bits(t):
-    return t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-
-
-def difference(expected, actual, path="output"):
-    """Description of the first difference between two results, or None."""
-    if isinstance(expected, BaseException) or isinstance(actual, BaseException):
-        if type(expected) is not type(actual) or str(expected) != str(actual):
-            return f"{path}: expected {expected!r}, got {actual!r}"
-        return None
-    if type(expected) is not type(actual):
-        return f"{path}: expected {type(expected).__name__}, got {type(actual).__name__}"
-    if isinstance(expected, torch.Tensor):
-        for what in ("dtype", "shape", "layout", "device"):
-            if getattr(expected, what) != getattr(actual, what):
-                return f"{path}: {what} {getattr(expected, what)} != {getattr(actual, what)}"
-        if expected.stride() != actual.stride():
-            return f"{path}: strides {expected.stride()} != {actual.stride()}"
-        if not torch.equal(bits(expected), bits(actual)):
-            return f"{path}: values differ bitwise: expected {expected}, got {actual}"
-        return None
-    if isinstance(expected, (tuple, list)):
-        if len(expected) != len(actual):
-            return f"{path}: length {len(expected)} != {len(actual)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            found = difference(e, a, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    if isinstance(expected, float):
-        return None if repr(expected) == repr(actual) else f"{path}: {expected!r} != {actual!r}"
-    return None if expected == actual else f"{path}: {expected!r} != {actual!r}"
 
 
 def test_comparison_notices_differences():
@@ -207,15 +93,7 @@ def test_library_kernels_replace_pytorch_ones(runs):
     # The generated source, or its shards (add_autocast_ops SHARDS: autocast_cpu.shard<k>.cpp).
     folder = BUILD / "schemas" / "autocastgen_cpu"
     generated = {p.resolve() for p in [folder / "autocast_cpu.cpp", *folder.glob("autocast_cpu.shard*.cpp")]}
-    wrong = {}
-    ops = manifest_ops()
-    assert ops
-    for op in ops:
-        where = autocast_cpu_kernel(op if "::" in op else f"aten::{op}")
-        # A relative __FILE__ (ccache with CCACHE_BASEDIR rewrites paths so) is relative to the
-        # build directory, where the compiler ran.
-        if where is None or (BUILD / where).resolve() not in generated:
-            wrong[op] = where
+    wrong = misregistered_kernels("AutocastCPU", MANIFEST, generated, BUILD)
     assert not wrong, f"AutocastCPU kernels not registered from {sorted(map(str, generated))}: {wrong}"
 
 
@@ -229,25 +107,11 @@ def test_lists_are_all_run(runs):
 
 
 def test_same_results_with_generated_kernels(runs):
-    failures = []
-    for case_id, op, _, _ in runs["calls"]:
-        found = difference(runs["baseline"][case_id][0], runs["ours"][case_id][0])
-        if found:
-            failures.append(f"{case_id} ({op}): {found}")
+    failures = differing_cases(runs)
     assert not failures, f"{len(failures)} of {len(runs['calls'])} cases differ:\n" + "\n".join(failures)
 
 
 def test_generated_wrappers_ran(runs):
     """Each call of an op in our policy ran exactly its generated wrapper; other ops ran none."""
-    ours = {op.split(".")[0] for op in manifest_ops()}
-    failures = []
-    for case_id, op, _, _ in runs["calls"]:
-        calls, last_op = runs["ours"][case_id][1]
-        # Tensor.__eq__ and friends reach aten::eq etc., which are in no list.
-        base = op.strip("_") if op.startswith("__") else op
-        if base in ours:
-            if calls != 1 or last_op is None or last_op.split("::")[1].split(".")[0] != base:
-                failures.append(f"{case_id}: {calls} wrapper calls, last {last_op}")
-        elif calls != 0:
-            failures.append(f"{case_id}: {op} is in no list, yet {calls} wrapper calls ran (last {last_op})")
+    failures = wrapper_mismatches(runs, MANIFEST)
     assert not failures, "\n".join(failures)

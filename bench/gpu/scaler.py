@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The CUDA scaler goals (issue 14's rows), each a ratio measured in the same run:
+
+- one 256M-element gradient: ours (torch.ops.autocastgen.non_finite_check_and_unscale_) in GB/s
+  against a device-to-device copy of the same tensor (bytes read + written alike), goal >= 0.93;
+  PyTorch's torch._amp_foreach_non_finite_check_and_unscale_ beside it;
+- 1000 gradients of 4099 elements: eager wall time per call against PyTorch's op, goal <= 0.8,
+  and the GPU time per list from CUDA events.
+
+Usage: bench/gpu/scaler.py [--json FILE] [--small] [--device cuda|cpu]
+(--small --device cpu: a quick try of the script without a GPU; with --device cuda and no GPU it exits 2)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from timing import add_device_argument, device_ms, device_name, wall_us
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def ours(grads, found_inf, inv_scale):
+    torch.ops.autocastgen.non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+
+
+def pytorch(grads, found_inf, inv_scale):
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+
+
+def big_tensor_rows(numel, device):
+    rows = []
+    for name, dtype in DTYPES.items():
+        g = torch.randn(numel, device=device).to(dtype)
+        dst = torch.empty_like(g)
+        found_inf = torch.zeros(1, device=device)
+        inv = torch.ones(1, device=device)  # 1.0: values stay the same call after call
+        moved = 2 * g.numel() * g.element_size()  # read + write
+        copy = device_ms(lambda: dst.copy_(g), device)
+        t_ours = device_ms(lambda: ours([g], found_inf, inv), device)
+        t_torch = device_ms(lambda: pytorch([g], found_inf, inv), device)
+        rows.append({
+            "row": f"unscale {numel} {name}",
+            "copy_GBps": moved / copy / 1e6, "ours_GBps": moved / t_ours / 1e6, "pytorch_GBps": moved / t_torch / 1e6,
+            "ours_over_copy": copy / t_ours, "ours_over_pytorch_time": t_ours / t_torch,
+            "goal": "ours_over_copy >= 0.93" if name == "float32" else None,
+            "met": (copy / t_ours >= 0.93) if name == "float32" else None,
+        })
+        del g, dst
+        torch.cuda.empty_cache()
+    return rows
+
+
+def list_rows(count, numel, device):
+    rows = []
+    for name, dtype in DTYPES.items():
+        grads = [torch.randn(numel, device=device).to(dtype) for _ in range(count)]
+        found_inf = torch.zeros(1, device=device)
+        inv = torch.ones(1, device=device)
+        w_ours = wall_us(lambda: ours(grads, found_inf, inv), device)
+        w_torch = wall_us(lambda: pytorch(grads, found_inf, inv), device)
+        g_ours = device_ms(lambda: ours(grads, found_inf, inv), device, iters=50)
+        g_torch = device_ms(lambda: pytorch(grads, found_inf, inv), device, iters=50)
+        rows.append({
+            "row": f"unscale {count} x {numel} {name}",
+            "ours_wall_us": w_ours, "pytorch_wall_us": w_torch, "wall_ratio": w_ours / w_torch,
+            "ours_gpu_us": g_ours * 1e3, "pytorch_gpu_us": g_torch * 1e3, "gpu_ratio": g_ours / g_torch,
+            "goal": "wall_ratio <= 0.8", "met": w_ours / w_torch <= 0.8,
+        })
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--small", action="store_true", help="tiny sizes (a quick try of the script)")
+    add_device_argument(parser)
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench/gpu/scaler.py: no CUDA device", file=sys.stderr)
+        return 2
+    import autocastgen  # noqa: F401  -- loads the runtime library with the scaler ops
+
+    big, count, numel = (1 << 16, 10, 4099) if args.small else (256 << 20, 1000, 4099)
+    rows = big_tensor_rows(big, args.device) + list_rows(count, numel, args.device)
+    for row in rows:
+        print(json.dumps(row))
+    result = {"device": device_name(args.device), "torch": torch.__version__, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

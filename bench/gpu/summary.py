@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Writes the GPU check's summary (Markdown) from the files scripts/gpu-check left in a folder:
+env.txt, phases.txt, tests.log (pytest and gtest closing lines), scaler.json, fp8.json.
+
+Usage: bench/gpu/summary.py OUT_DIR
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import sys
+
+
+def read(path):
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def number(value, digits=3):
+    return "-" if value is None else f"{value:.{digits}g}" if isinstance(value, float) else str(value)
+
+
+def test_lines(log):
+    """The closing lines of each pytest and gtest run, and failures named by pytest's -r summary."""
+    keep = []
+    for line in log.splitlines():
+        if re.match(r"^(=+ )?\d+ (passed|failed|skipped|error)", line) or re.search(r"\d+ (passed|failed)[,\s]", line) \
+                or line.startswith(("FAILED ", "ERROR ", "SKIPPED ", "[  PASSED", "[  FAILED", "== ", "conformance_cuda:")):
+            keep.append(line.strip())
+    return keep
+
+
+def scaler_table(result):
+    lines = ["| row | ours | PyTorch | copy | ratio | goal | met |", "|---|---|---|---|---|---|---|"]
+    for r in result.get("rows", []):
+        if "copy_GBps" in r:
+            lines.append(f"| {r['row']} | {r['ours_GBps']:.0f} GB/s | {r['pytorch_GBps']:.0f} GB/s | "
+                         f"{r['copy_GBps']:.0f} GB/s | {r['ours_over_copy']:.3f} of copy | {r['goal'] or ''} | "
+                         f"{'' if r['met'] is None else r['met']} |")
+        else:
+            lines.append(f"| {r['row']} | {r['ours_wall_us']:.1f} us wall, {r['ours_gpu_us']:.1f} us GPU | "
+                         f"{r['pytorch_wall_us']:.1f} us wall, {r['pytorch_gpu_us']:.1f} us GPU | | "
+                         f"wall {r['wall_ratio']:.3f}, GPU {r['gpu_ratio']:.3f} | {r['goal']} | {r['met']} |")
+    return lines
+
+
+def fp8_table(result):
+    lines = ["| row | variant | mode | ms | x bf16 | x torchao | rel. error vs bf16 | error |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result.get("rows", []):
+        lines.append(f"| {r['row']} | {r['variant']} | {r['mode']} | {number(r.get('ms'), 4)} | "
+                     f"{number(r.get('speedup_vs_bf16'))} | {number(r.get('speedup_vs_torchao'))} | "
+                     f"{number(r.get('rel_error_vs_bf16'))} | {r.get('error', '')[:160]} |")
+    lines += ["", "| goal | value | met |", "|---|---|---|"]
+    for g in result.get("goals", []):
+        lines.append(f"| {g['goal']} | {number(g['value'])} | {g['met']} |")
+    return lines
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    lines = ["# GPU check", "", "```", read(out / "env.txt").strip(), "```", "", "## Phases (rc 0 = passed, 124 = timed out)",
+             "", "```", read(out / "phases.txt").strip(), "```", "", "## Tests", "", "```"]
+    lines += test_lines(read(out / "tests.log")) + ["```", ""]
+    for name, title, table in (("scaler.json", "Scaler", scaler_table), ("fp8.json", "fp8 linear and MLP", fp8_table)):
+        path = out / name
+        if path.exists():
+            result = json.loads(path.read_text())
+            lines += [f"## {title} ({result.get('device')}, torch {result.get('torch')}"
+                      + (f", torchao {result['torchao']}" if "torchao" in result else "") + ")", ""]
+            lines += table(result) + [""]
+        else:
+            lines += [f"## {title}: no results ({name} missing)", ""]
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

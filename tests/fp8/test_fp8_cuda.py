@@ -1,0 +1,135 @@
+"""fp8 on a GPU: the CUDA quantisation kernels bit for bit against PyTorch's CUDA casts, and the
+fp8 GEMMs (torch.ops.autocastgen.fp8_*, and an fp8 runtime policy under torch.autocast("cuda"))
+against a reference over torch._scaled_mm. Skips itself without a GPU; scripts/gpu-check runs it
+on the lent machine. The CPU twins of these checks are test_fp8_quantize.py and test_fp8_gemm.py.
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import ref_scale
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+FORMATS = [torch.float8_e4m3fn, torch.float8_e5m2]
+SOURCES = [torch.float32, torch.bfloat16, torch.float16]
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+DATA = pathlib.Path(__file__).parent / "data"
+
+pytestmark = pytest.mark.usefixtures("fresh_fp8_state")
+
+
+def torch_cast(x, scale, dtype):
+    m = torch.finfo(dtype).max
+    return (x.float() * scale).clamp(-m, m).to(dtype)
+
+
+def same_bits(a, b):
+    """Equal codes, or both NaN (a widened half NaN may lose its sign in PyTorch's own cast)."""
+    ua, ub = a.view(torch.uint8), b.view(torch.uint8)
+    both_nan = ((ua & 0x7F) == 0x7F) & ((ub & 0x7F) == 0x7F)
+    return bool(((ua == ub) | both_nan).all())
+
+
+def wide_values(dtype, n, seed):
+    """Random values over 50 binades, plus every special class (NaN, inf, zeros, subnormals, ties)."""
+    g = torch.Generator().manual_seed(seed)
+    mant = torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1
+    exp = torch.randint(-30, 20, (n,), generator=g).to(torch.float64)
+    f = torch.finfo(dtype)
+    special = torch.tensor([0.0, 448.0, 464.0, 480.0, 57344.0, 61440.0, 1e30, f.max, f.tiny, f.tiny / 4,
+                            2.0**-9, 2.0**-10, 3 * 2.0**-10, 2.0**-17, 1.0625, 1.1875, math.inf], dtype=torch.float64)
+    x = torch.cat([mant * torch.pow(2.0, exp), special, -special]).to(dtype)
+    return torch.cat([x, torch.tensor([math.nan, -math.nan], dtype=dtype)]).cuda()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("src", SOURCES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cuda_cast_and_amax_are_bit_exact(ops, fmt, src, fused):
+    x = wide_values(src, 1_000_003, 1)  # odd length: the vector loops' tails run too
+    for s in (1.0, 0.7, 3.0e4, 2.0**-20, 448.0 / 3.0):
+        scale = torch.tensor(s, dtype=torch.float32, device="cuda")
+        data, amax = ops.fp8_scale_cast(x, scale, fmt, fused=fused)
+        assert data.device.type == "cuda" and data.dtype == fmt and data.shape == x.shape
+        assert same_bits(data, torch_cast(x, scale, fmt)), (fmt, src, s)
+        assert amax.isnan()  # the NaNs propagate
+    finite = x[torch.isfinite(x)]
+    assert torch.equal(ops.fp8_amax(finite, fused=fused), finite.float().abs().amax())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cuda_every_float_class_by_bit_pattern(ops, fmt):
+    bits = torch.arange(0, 2**32, 61, dtype=torch.int64, device="cuda")
+    x = (bits - (bits >= 2**31).to(torch.int64) * 2**32).to(torch.int32).view(torch.float32)
+    one = torch.tensor(1.0, device="cuda")
+    for fused in (True, False):
+        data, _ = ops.fp8_scale_cast(x, one, fmt, fused=fused)
+        assert same_bits(data, torch_cast(x, one, fmt))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cuda_scale_rule(ops, fmt):
+    for a in [1.0, 3.0, 0.02, 1e-10, 12345.678, 5e-37, 1e-45, 0.0, math.inf, math.nan]:
+        scale, inv = ops.fp8_scale_from_amax(torch.tensor(a, device="cuda"), fmt, 0)
+        want = ref_scale(torch.tensor(a), fmt, 0)
+        if math.isnan(want.item()):
+            assert scale.isnan() and inv.isnan(), a
+        else:
+            assert scale.item() == want.item() and inv.item() == want.reciprocal().item(), a
+
+
+def quantize(x, dtype):
+    """Current scaling with PyTorch's ops on the GPU: (fp8 data, the GEMM's 1/scale)."""
+    scale = ref_scale(x.detach().abs().max().cpu(), dtype).cuda()
+    return torch_cast(x.detach(), scale, dtype), scale.reciprocal()
+
+
+def smm(a, b, sa, sb, out_dtype, bias=None, fast=False):
+    return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype, use_fast_accum=fast)
+
+
+def test_cuda_linear_matches_scaled_mm_reference(ops):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 256, device="cuda", generator=g).bfloat16().requires_grad_()
+    w = torch.nn.Parameter(torch.randn(128, 256, device="cuda", generator=g) * 0.05)
+    gy = torch.randn(64, 128, device="cuda", generator=g).bfloat16()
+    y = ops.fp8_linear(x, w, None, out_dtype=torch.bfloat16)
+    y.backward(gy)
+    qx, ix = quantize(x, E4M3)
+    qw, iw = quantize(w, E4M3)
+    qg, ig = quantize(gy, E5M2)
+    torch.testing.assert_close(y.detach(), smm(qx, qw.t(), ix, iw, torch.bfloat16, fast=True), rtol=2**-8, atol=1e-6)
+    torch.testing.assert_close(x.grad, smm(qg, qw.t().contiguous().t(), ig, iw, torch.bfloat16), rtol=2**-8, atol=1e-6)
+    torch.testing.assert_close(w.grad, smm(qg.t().contiguous(), qx.t().contiguous().t(), ig, ix, torch.float32),
+                               rtol=2**-8, atol=1e-6)
+    exact = F.linear(x.float(), w.float())
+    assert (y.float() - exact).abs().max() < 0.08 * exact.abs().max()
+
+
+@pytest.mark.parametrize("policy", ["fp8_cuda.yaml", "fp8_cuda_delayed.yaml"])
+def test_cuda_policy_runs_linear_in_fp8(ops, policy):
+    ops.load_runtime_policy_file(str(DATA / policy))
+    try:
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(256, 128, device="cuda")
+        x = torch.randn(32, 256, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = layer(x)
+        assert y.dtype == torch.bfloat16
+        y.float().sum().backward()
+        assert layer.weight.grad is not None and torch.isfinite(layer.weight.grad).all()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            odd = layer(torch.randn(3, 256, device="cuda"))  # 3 rows: not fp8's shape, runs in bfloat16
+        assert odd.dtype == torch.bfloat16
+        exact = F.linear(x, layer.weight, layer.bias)
+        assert (y.float() - exact).abs().max() < 0.08 * exact.abs().max()
+    finally:
+        ops.clear_runtime_policies()
+        ops.fp8_clear_weight_cache("cuda")

@@ -1,4 +1,4 @@
-// The autocastgen scaler ops: schemas (TORCH_LIBRARY) and their CPU kernels (TORCH_LIBRARY_IMPL).
+// The autocastgen scaler ops: schemas (TORCH_LIBRARY), their CPU and fake (Meta) kernels.
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -79,6 +79,23 @@ at::Tensor& update_scale_hysteresis_cpu(at::Tensor& self, at::Tensor& growth_tra
   return self;
 }
 
+// Fake kernels: the ops change values in place, never shapes, dtypes or devices.
+void non_finite_check_and_unscale_meta(at::TensorList /*self*/, at::Tensor& /*found_inf*/,
+                                       const at::Tensor& /*inv_scale*/) {}
+
+at::Tensor& update_scale_meta(at::Tensor& self, at::Tensor& /*growth_tracker*/, const at::Tensor& /*found_inf*/,
+                              double /*growth_factor*/, double /*backoff_factor*/, int64_t /*growth_interval*/) {
+  return self;
+}
+
+at::Tensor& update_scale_hysteresis_meta(at::Tensor& self, at::Tensor& /*growth_tracker*/,
+                                         at::Tensor& /*hysteresis_tracker*/, const at::Tensor& /*found_inf*/,
+                                         double /*growth_factor*/, double /*backoff_factor*/,
+                                         int64_t /*growth_interval*/, int64_t /*hysteresis*/, double /*min_scale*/,
+                                         std::optional<double> /*max_scale*/) {
+  return self;
+}
+
 }  // namespace
 }  // namespace autocastgen::torch_glue
 
@@ -112,4 +129,10 @@ TORCH_LIBRARY_IMPL(autocastgen, CPU, m) {
   m.impl("non_finite_check_and_unscale_", TORCH_FN(autocastgen::torch_glue::non_finite_check_and_unscale_cpu));
   m.impl("update_scale_", TORCH_FN(autocastgen::torch_glue::update_scale_cpu));
   m.impl("update_scale_hysteresis_", TORCH_FN(autocastgen::torch_glue::update_scale_hysteresis_cpu));
+}
+
+TORCH_LIBRARY_IMPL(autocastgen, Meta, m) {
+  m.impl("non_finite_check_and_unscale_", TORCH_FN(autocastgen::torch_glue::non_finite_check_and_unscale_meta));
+  m.impl("update_scale_", TORCH_FN(autocastgen::torch_glue::update_scale_meta));
+  m.impl("update_scale_hysteresis_", TORCH_FN(autocastgen::torch_glue::update_scale_hysteresis_meta));
 }

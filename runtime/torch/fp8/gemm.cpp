@@ -62,7 +62,19 @@ Support check_shape(std::int64_t m, std::int64_t k, std::int64_t n, bool right_o
   return yes();
 }
 
+// Note [fp8 shapes] decides by concrete sizes; a trace with symbolic ones (torch.compile with
+// dynamic shapes) cannot take that decision once for every size, so it stops with a way out.
+void require_static_shapes(const std::vector<const at::Tensor*>& operands) {
+  for (const at::Tensor* t : operands) {
+    TORCH_CHECK(!t->defined() || !t->unsafeGetTensorImpl()->has_symbolic_sizes_strides(),
+                "autocastgen fp8: the fp8 policy decides fp8 or not by concrete shapes (multiples of 16) and this "
+                "trace has symbolic shapes: compile with torch.compile(..., dynamic=False) or mark the sizes static "
+                "(torch._dynamo.mark_static)");
+  }
+}
+
 Support check_common(const std::vector<const at::Tensor*>& operands, c10::ScalarType out_dtype) {
+  require_static_shapes(operands);
   if (!float_dtype(out_dtype)) return no("out_dtype is not bfloat16, float16 or float32");
   for (const at::Tensor* t : operands) {
     if (const Support s = check_tensor(*t, *operands.front()); !s) return s;
@@ -79,11 +91,13 @@ bool is_column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(
 
 // a [M, K] x b [K, N] in fp8 with dequantisation factors sa and sb. CUDA's _scaled_mm needs a
 // row-major and b column-major; other devices get that layout too except CPU, whose _scaled_mm
-// takes any strides (unless the caller asks for the CUDA layout everywhere, as tests do).
+// takes any strides (unless the caller asks for the CUDA layout everywhere, as tests do). A trace
+// gets it too: Inductor's lowering of _scaled_mm demands it on every device, and the CPU kernel
+// gives the same bits for either layout (tests/fp8/test_fp8_compile.py compares with eager).
 at::Tensor scaled_gemm(at::Tensor a, const at::Tensor& sa, at::Tensor b, const at::Tensor& sb,
                        const std::optional<at::Tensor>& bias, c10::ScalarType out_dtype, bool fast_accum,
                        const CallOptions& options) {
-  if (a.device().type() != c10::DeviceType::CPU || options.cuda_layout_everywhere) {
+  if (a.device().type() != c10::DeviceType::CPU || options.cuda_layout_everywhere || detail::traced(a)) {
     if (!a.is_contiguous()) a = a.contiguous();
     if (!is_column_major(b)) b = b.t().contiguous().t();
   }

@@ -1,8 +1,13 @@
 // Forward GEMM operands to fp8: weights through the per-thread cache (and delayed scaling), the rest current-scaled.
 #include "operand.h"
 
+#include <tuple>
+
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/autograd/function.h>
 
 #include "delayed_state.h"
 #include "weight_cache.h"
@@ -16,7 +21,20 @@ namespace {
 // across calls and steps. Activations and gradients have no identity the dispatcher could key a
 // history on (a new tensor at every call, and one weight may meet many activations in a scope),
 // so they are current-scaled: one extra read of the tensor buys a scale that always fits it.
-bool is_weight(const at::Tensor& t) { return t.is_leaf() && t.requires_grad() && !t.is_view(); }
+//
+// A trace loses leafness: AOTAutograd gives every graph input that requires grad a placeholder
+// grad_fn (autograd's Error node, no edges). Under tracing such an input counts as a weight, so a
+// parameter is one in compiled code as in eager; a non-leaf graph input that requires grad does too
+// (docs/fp8.md, "torch.compile").
+bool traced_graph_input(const at::Tensor& t) {
+  const auto& fn = t.grad_fn();
+  return fn != nullptr && fn->next_edges().empty() && fn->name() == "torch::autograd::Error";
+}
+
+bool is_weight(const at::Tensor& t) {
+  if (!t.requires_grad() || t.is_view()) return false;
+  return t.is_leaf() || (traced(t) && traced_graph_input(t));
+}
 
 // W when t is W.t() for a 2-D weight W: `x @ W.t()` (torch.matmul's mm) then shares W's fp8 copy
 // with F.linear(x, W).
@@ -30,6 +48,58 @@ std::optional<at::Tensor> transposed_weight(const at::Tensor& t) {
   }
   return base;
 }
+
+using QuantizedPair = std::tuple<at::Tensor, at::Tensor>;
+
+// The traced path: the dispatcher ops of primitive_ops.cpp, which the trace records.
+Quantized weight_op(const at::Tensor& w, const Recipe& recipe, const CallOptions& options) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("autocastgen::fp8_quantize_weight", "")
+          .typed<QuantizedPair(const at::Tensor&, c10::ScalarType, c10::string_view, int64_t, int64_t, bool, bool)>();
+  auto [data, inv] = op.call(w, recipe.forward_dtype, scaling_name(recipe.scaling), recipe.amax_history_len,
+                             recipe.margin, options.cache_weights, options.fused_kernels);
+  return {std::move(data), std::move(inv)};
+}
+
+Quantized current_op(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("autocastgen::fp8_quantize", "")
+                             .typed<QuantizedPair(const at::Tensor&, c10::ScalarType, int64_t, bool)>();
+  auto [data, inv] = op.call(x, fp8, margin, options.fused_kernels);
+  return {std::move(data), std::move(inv)};
+}
+
+Quantized weight_operand(const at::Tensor& w, const Recipe& recipe, const CallOptions& options) {
+  return traced(w) ? weight_op(w, recipe, options) : quantize_weight(w, recipe, options);
+}
+
+Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
+  if (traced(x)) return current_op(x, fp8, margin, options);
+  const Primitives& p = primitives_for(x.device().type(), options.fused_kernels);
+  return quantize_current(p, x.detach().contiguous(), fp8, static_cast<std::int32_t>(margin));
+}
+
+}  // namespace
+
+// Note [fp8 under tracing]
+// torch.compile runs the model on tensors without data (Dynamo's FakeTensors, AOTAutograd's
+// FunctionalTensors over them) and records the ops they reach. A kernel that reads data pointers
+// cannot run there, and work done outside the dispatcher would not be recorded. So when an operand
+// is not a real tensor (a Python tensor subclass, a meta tensor, or any tensor while a
+// TorchDispatchMode is active), the GEMM quantises through the ops fp8_quantize and
+// fp8_quantize_weight: their fake (Meta) kernels give the trace shapes and dtypes, the graph holds
+// them as opaque ops, and the compiled graph later runs the very kernels eager runs (aot_eager:
+// the same bits). The weight cache and the delayed-scaling state are touched only by those kernels
+// on real tensors: a trace neither reads nor fills them, and a compiled step quantises, hits the
+// cache and advances a weight's history where eager does. Real tensors outside any mode take the
+// direct path, which saves a dispatch per operand and the copy of Note [fp8 op outputs are fresh].
+bool dataless(const at::Tensor& t) {
+  return t.is_meta() ||
+         t.key_set().has_any(c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::Functionalize}));
+}
+
+bool traced(const at::Tensor& t) { return dataless(t) || c10::impl::TorchDispatchModeTLS::stack_len() > 0; }
 
 Quantized quantize_weight(const at::Tensor& w, const Recipe& recipe, const CallOptions& options) {
   const auto margin = static_cast<std::int32_t>(recipe.margin);
@@ -52,21 +122,17 @@ Quantized quantize_weight(const at::Tensor& w, const Recipe& recipe, const CallO
   return q;
 }
 
-}  // namespace
-
 Quantized quantize_forward_operand(const at::Tensor& t, const Recipe& recipe, const CallOptions& options) {
-  if (is_weight(t)) return quantize_weight(t, recipe, options);
+  if (is_weight(t)) return weight_operand(t, recipe, options);
   if (const std::optional<at::Tensor> w = transposed_weight(t)) {
-    Quantized q = quantize_weight(*w, recipe, options);
+    Quantized q = weight_operand(*w, recipe, options);
     return {q.data.t(), q.inv_scale};
   }
-  const Primitives& p = primitives_for(t.device().type(), options.fused_kernels);
-  return quantize_current(p, t.detach().contiguous(), recipe.forward_dtype, static_cast<std::int32_t>(recipe.margin));
+  return current_operand(t, recipe.forward_dtype, recipe.margin, options);
 }
 
 Quantized quantize_gradient(const at::Tensor& g, const Recipe& recipe, const CallOptions& options) {
-  const Primitives& p = primitives_for(g.device().type(), options.fused_kernels);
-  return quantize_current(p, g.contiguous(), recipe.backward_dtype, static_cast<std::int32_t>(recipe.margin));
+  return current_operand(g, recipe.backward_dtype, recipe.margin, options);
 }
 
 }  // namespace autocastgen::fp8::detail

@@ -1,4 +1,4 @@
-// GEMM operands to fp8 (internal): which are weights, which scaling each gets.
+// GEMM operands to fp8 (internal): which are weights, which scaling each gets, eager or traced.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,5 +15,14 @@ namespace autocastgen::fp8::detail {
 
 // The gradient of a GEMM's output in recipe.backward_dtype, current-scaled.
 [[nodiscard]] Quantized quantize_gradient(const at::Tensor& g, const Recipe& recipe, const CallOptions& options);
+
+// Whether `t` has no data (a meta tensor, or a Python tensor such as FakeTensor).
+[[nodiscard]] bool dataless(const at::Tensor& t);
+// Whether `t` is being traced rather than computed on (Note [fp8 under tracing]).
+[[nodiscard]] bool traced(const at::Tensor& t);
+
+// The weight's fp8 copy through this thread's cache and its delayed state, computed now: the
+// eager path and the kernel of torch.ops.autocastgen.fp8_quantize_weight.
+[[nodiscard]] Quantized quantize_weight(const at::Tensor& w, const Recipe& recipe, const CallOptions& options);
 
 }  // namespace autocastgen::fp8::detail

@@ -1,4 +1,5 @@
-// The Python face of the fp8 library: torch.ops.autocastgen.fp8_* (tests, benchmarks, inspection).
+// The Python face of the fp8 library: torch.ops.autocastgen.fp8_* GEMMs, support rules and state
+// (the quantisation ops are in primitive_ops.cpp).
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "autocastgen/fp8/fp8.h"
-#include "quantize.h"
+#include "operand.h"
 
 namespace autocastgen::fp8 {
 namespace {
@@ -98,6 +99,8 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
         [](const std::string& device) { reset_weight_cache_stats(device_type(device)); });
   // (amax history most recent first, next scale, casts); an empty history and 0 casts when none.
   m.def("fp8_delayed_scaling_state(Tensor weight) -> (float[], float, int)", [](const at::Tensor& weight) {
+    TORCH_CHECK(!autocastgen::fp8::detail::dataless(weight), "fp8_delayed_scaling_state reads a weight's recorded amaxes and cannot run ",
+                "on fake tensors (torch.compile): call it outside the compiled function");
     const auto snap = delayed_scaling_state(weight);
     if (!snap) return std::make_tuple(std::vector<double>{}, 1.0, int64_t{0});
     return std::make_tuple(std::vector<double>(snap->amax_history.begin(), snap->amax_history.end()),
@@ -106,26 +109,4 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("fp8_reset_delayed_scaling_state() -> ()", [] { reset_delayed_scaling_state(); });
   m.def("fp8_delayed_scaling_state_size() -> int",
         [] { return static_cast<int64_t>(delayed_scaling_state_size()); });
-  // The quantisation primitives, for bit-exact tests against PyTorch's own ops.
-  m.def("fp8_amax(Tensor x, bool fused=True) -> Tensor", [](const at::Tensor& x, bool fused) {
-    return autocastgen::fp8::detail::primitives_for(x.device().type(), fused).amax(x.contiguous());
-  });
-  m.def("fp8_scale_cast(Tensor x, Tensor scale, ScalarType dtype, bool fused=True) -> (Tensor, Tensor)",
-        [](const at::Tensor& x, const at::Tensor& scale, c10::ScalarType dtype, bool fused) {
-          TORCH_CHECK(scale.dim() == 0 && scale.scalar_type() == at::kFloat && scale.device() == x.device(),
-                      "fp8_scale_cast: scale must be a 0-dim float32 tensor on x's device");
-          at::Tensor amax;
-          at::Tensor data = autocastgen::fp8::detail::primitives_for(x.device().type(), fused).cast(x.contiguous(), scale, dtype, &amax);
-          return std::make_tuple(data, amax);
-        });
-  m.def("fp8_scale_from_amax(Tensor amax, ScalarType dtype, int margin=0, bool fused=True) -> (Tensor, Tensor)",
-        [](const at::Tensor& amax, c10::ScalarType dtype, int64_t margin, bool fused) {
-          TORCH_CHECK(amax.dim() == 0 && amax.scalar_type() == at::kFloat, "fp8_scale_from_amax: amax must be a 0-dim float32 tensor");
-          at::Tensor scale = at::empty({}, amax.options());
-          at::Tensor inv = at::empty({}, amax.options());
-          autocastgen::fp8::detail::primitives_for(amax.device().type(), fused)
-              .scale_from_amax(amax, autocastgen::kernels::fp8::fp8_max(autocastgen::fp8::detail::format_of(dtype)),
-                               static_cast<std::int32_t>(margin), scale, inv);
-          return std::make_tuple(scale, inv);
-        });
 }

@@ -127,6 +127,29 @@ def run_row(kind, size, tokens, modes, iters):
     return rows
 
 
+def profile(variant, kind, size, tokens):
+    """Prints the kernels of three eager steps by their GPU (or CPU) time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    step = make_step(variant, kind, size, tokens, compiled=False)
+    for _ in range(3):
+        step()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEVICE == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        for _ in range(3):
+            step()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+    print(f"== profile: {variant} eager, {kind} {tokens}x{size}x{size}, 3 steps")
+    for sort in (("self_device_time_total", "self_cuda_time_total") if DEVICE == "cuda" else ("self_cpu_time_total",)):
+        try:
+            print(prof.key_averages().table(sort_by=sort, row_limit=14, max_name_column_width=70))
+            break
+        except (AttributeError, KeyError):
+            continue
+
+
 def goals(rows, size):
     def find(kind, variant, mode):
         for r in rows:
@@ -151,6 +174,8 @@ def main():
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--small", action="store_true", help="tiny sizes (a quick try of the script)")
     parser.add_argument("--no-compile", action="store_true", help="eager rows only")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where the GPU time of an eager bf16 and fp8 step goes (torch.profiler)")
     add_device_argument(parser)
     args = parser.parse_args()
     global DEVICE
@@ -178,6 +203,10 @@ def main():
         result["torchao"] = f"not importable: {error}"
     for g in result["goals"]:
         print(json.dumps(g))
+    if args.profile:
+        for kind, size in (("linear", big), ("mlp", 256 if args.small else 4096)):
+            for variant in ("bf16", "fp8-current"):
+                profile(variant, kind, size, big if kind == "mlp" else size)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

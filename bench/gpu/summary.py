@@ -34,13 +34,17 @@ def scaler_table(result):
     lines = ["| row | ours | PyTorch | copy | ratio | goal | met |", "|---|---|---|---|---|---|---|"]
     for r in result.get("rows", []):
         if "copy_GBps" in r:
-            lines.append(f"| {r['row']} | {r['ours_GBps']:.0f} GB/s | {r['pytorch_GBps']:.0f} GB/s | "
+            theirs = "no kernel" if r["pytorch_GBps"] is None else f"{r['pytorch_GBps']:.0f} GB/s"
+            lines.append(f"| {r['row']} | {r['ours_GBps']:.0f} GB/s | {theirs} | "
                          f"{r['copy_GBps']:.0f} GB/s | {r['ours_over_copy']:.3f} of copy | {r['goal'] or ''} | "
                          f"{'' if r['met'] is None else r['met']} |")
+        elif "pytorch" in r:
+            lines.append(f"| {r['row']} | {r['ours_wall_us']:.1f} us wall, {r['ours_gpu_us']:.1f} us GPU | "
+                         f"{r['pytorch']} | | | | |")
         else:
             lines.append(f"| {r['row']} | {r['ours_wall_us']:.1f} us wall, {r['ours_gpu_us']:.1f} us GPU | "
                          f"{r['pytorch_wall_us']:.1f} us wall, {r['pytorch_gpu_us']:.1f} us GPU | | "
-                         f"wall {r['wall_ratio']:.3f}, GPU {r['gpu_ratio']:.3f} | {r['goal']} | {r['met']} |")
+                         f"wall {r['wall_ratio']:.3f}, GPU {r['gpu_ratio']:.3f} | {r['goal'] or ''} | {'' if r['met'] is None else r['met']} |")
     return lines
 
 

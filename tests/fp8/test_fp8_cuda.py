@@ -133,3 +133,61 @@ def test_cuda_policy_runs_linear_in_fp8(ops, policy):
     finally:
         ops.clear_runtime_policies()
         ops.fp8_clear_weight_cache("cuda")
+
+
+def train_steps(ops, model, forward, steps=3):
+    """Forward, backward and an in-place update per step: (output, gradients, delayed state) each."""
+    out = []
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for _ in range(steps):
+        x = torch.randn(32, 256, device="cuda", generator=g)
+        y = forward(model, x)
+        y.float().square().mean().backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        states = [ops.fp8_delayed_scaling_state(p) for p in model.parameters() if p.dim() == 2]
+        out.append((y.detach(), grads, states))
+        with torch.no_grad():
+            for p in model.parameters():
+                p.sub_(0.01 * p.grad)
+                p.grad = None
+    return out
+
+
+def autocast_forward(model, x):
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        return model(x)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("policy", ["fp8_cuda.yaml", "fp8_cuda_delayed.yaml"])
+def test_cuda_compiled_fp8_matches_eager(ops, policy, backend):
+    """fullgraph=True: aot_eager gives eager's bits (outputs, gradients, delayed-scaling history),
+    Inductor agrees to bfloat16 rounding (Note [fp8 under tracing] in runtime/torch/fp8/operand.cpp)."""
+    import copy
+
+    import torch._inductor.config
+
+    ops.load_runtime_policy_file(str(DATA / policy))
+    torch._dynamo.reset()
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).cuda()
+            twin = copy.deepcopy(model)
+            ops.fp8_reset_delayed_scaling_state()
+            eager = train_steps(ops, model, autocast_forward)
+            compiled = train_steps(ops, twin, torch.compile(autocast_forward, fullgraph=True, backend=backend))
+        for step, ((y, grads, states), (cy, cgrads, cstates)) in enumerate(zip(eager, compiled)):
+            if backend == "aot_eager":
+                assert torch.equal(cy, y), step
+                assert all(torch.equal(a, b) for a, b in zip(cgrads, grads)), step
+                assert cstates == states, step
+            else:
+                torch.testing.assert_close(cy.float(), y.float(), rtol=1.6e-2, atol=1e-2)
+                for a, b in zip(cgrads, grads):
+                    torch.testing.assert_close(a, b, rtol=1.6e-2, atol=1e-2)
+                assert [c for _, _, c in cstates] == [c for _, _, c in states], step
+    finally:
+        ops.clear_runtime_policies()
+        ops.fp8_clear_weight_cache("cuda")
+        torch._dynamo.reset()

@@ -74,8 +74,12 @@ LISTS = {
 def runs():
     if not LIBRARY.exists() or not MANIFEST.exists():
         pytest.fail(f"{LIBRARY} or {MANIFEST} is missing: build first (AUTOCASTGEN_BUILD_DIR={BUILD})")
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+    # torch.testing._internal freezes the global cuDNN flags: set them through its context manager.
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True):
+        return run_both()
+
+
+def run_both():
     before_kernel = autocast_kernel("AutocastCUDA", "aten::conv2d")
     torch.manual_seed(0)
     lists = autocast_test_lists.AutocastTestLists(torch.device("cuda"))

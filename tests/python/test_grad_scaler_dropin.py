@@ -402,6 +402,13 @@ def test_bfloat16_gradients_on_cuda():
     scaler.unscale_(opt)
     for before, p in zip(scaled, model.parameters()):
         assert torch.equal(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
+    scaler.step(opt)
+    scaler.update()
+    assert scaler.get_scale() == 2.0**12  # finite: no backoff (growth only after 2000 steps)
+    # An overflow is seen where the step unscales (after unscale_ the gradients are not looked at
+    # again, as with torch.amp.GradScaler).
+    opt.zero_grad()
+    scaler.scale(model(torch.randn(8, 16, device="cuda", dtype=torch.bfloat16)).float().sum()).backward()
     model.weight.grad[0, 0] = INF
     scaler.step(opt)
     scaler.update()

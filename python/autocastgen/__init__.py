@@ -23,7 +23,9 @@ See docs/python.md.
 
 from __future__ import annotations
 
-from . import insight
+import sys
+
+from . import distributed, insight
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
@@ -51,6 +53,7 @@ __all__ = [
     "autocast",
     "capture_state",
     "cache_dir",
+    "distributed",
     "clear_runtime_policies",
     "compile_policy",
     "get_dtype",
@@ -69,3 +72,5 @@ __all__ = [
 ]
 
 load_runtime()
+if "torch.distributed.tensor" in sys.modules:  # DTensors may reach the scaler op directly
+    distributed.register_dtensor_ops()

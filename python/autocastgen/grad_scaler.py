@@ -17,6 +17,7 @@ from typing import Any, TypeVar, overload
 
 import torch
 
+from . import distributed
 from ._runtime import load_runtime
 
 __all__ = ["GradScaler"]
@@ -268,6 +269,8 @@ class GradScaler:
                         if grad.dtype == torch.float16:
                             param.grad = grad = grad.coalesce()
                         grad = grad._values()
+                    elif distributed.is_dtensor(grad):
+                        distributed.register_dtensor_ops()  # Note [found_inf under DTensor]
                     by_device.setdefault(grad.device, []).append(grad)
             ops = torch.ops.autocastgen
             for device, grads in by_device.items():

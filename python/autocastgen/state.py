@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from . import _traced
 from ._runtime import load_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -63,7 +64,7 @@ class _Scope:
     """What autocast and state_guard share: leaving closes the innermost frame this object opened
     on this thread; as a decorator, each call runs in a fresh scope of the same arguments."""
 
-    _frames: _Frames
+    _frames: _Frames | None
 
     def _same_scope(self) -> _Scope:
         raise NotImplementedError
@@ -74,7 +75,16 @@ class _Scope:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._frames.close_innermost()
+        if torch.compiler.is_compiling():
+            _traced.exit_frame()
+            return
+        self._own_frames().close_innermost()
+
+    def _own_frames(self) -> _Frames:
+        # Made here when the object was made inside a compiled function (no threading.local there).
+        if self._frames is None:
+            self._frames = _Frames()
+        return self._frames
 
     def __call__(self, func: F) -> F:
         if not callable(func):
@@ -123,11 +133,14 @@ class autocast(_Scope):  # noqa: N801 - named like torch.autocast, which it mirr
         self.dtype = dtype
         self.enabled = bool(enabled)
         self.cache_enabled = bool(cache_enabled)
-        self._frames = _Frames()
+        self._frames = None if torch.compiler.is_compiling() else _Frames()
 
     def __enter__(self) -> autocast:
+        if torch.compiler.is_compiling():  # Note [scopes under torch.compile] in _traced.py
+            _traced.enter_scope(self.device_type, self.dtype, self.enabled, self.cache_enabled)
+            return self
         depth = _ops().autocast_enter(self.device_type, self.dtype, self.enabled, self.cache_enabled)
-        self._frames.push(depth)
+        self._own_frames().push(depth)
         return self
 
     def _same_scope(self) -> autocast:
@@ -153,6 +166,8 @@ class AutocastState:
 
 def capture_state() -> AutocastState:
     """This thread's autocastgen state, to carry to a worker thread (C++ ``capture_autocast_state``)."""
+    if torch.compiler.is_compiling():
+        return AutocastState(_traced.read("autocast_state_capture"))
     return AutocastState(tuple(_ops().autocast_state_capture()))
 
 
@@ -168,10 +183,13 @@ class state_guard(_Scope):  # noqa: N801 - a context manager, named like one
         if not isinstance(state, AutocastState):
             raise TypeError(f"autocastgen.state_guard needs an AutocastState, not {type(state).__name__}")
         self.state = state
-        self._frames = _Frames()
+        self._frames = None if torch.compiler.is_compiling() else _Frames()
 
     def __enter__(self) -> AutocastState:
-        self._frames.push(_ops().autocast_state_enter(list(self.state.encoded)))
+        if torch.compiler.is_compiling():
+            _traced.enter_state(self.state.encoded)
+            return self.state
+        self._own_frames().push(_ops().autocast_state_enter(list(self.state.encoded)))
         return self.state
 
     def _same_scope(self) -> state_guard:
@@ -186,9 +204,16 @@ def with_state(func: F) -> F:
     return state_guard(capture_state())(func)
 
 
+def _query(op_name: str, device_type: str) -> Any:
+    device_type = _check_device_type(device_type)
+    if torch.compiler.is_compiling():  # a constant of the trace, guarded (_traced.py)
+        return _traced.read(op_name, device_type)
+    return getattr(_ops(), op_name)(device_type)
+
+
 def is_enabled(device_type: str) -> bool:
     """Whether autocastgen's autocast is on for ``device_type`` on this thread."""
-    return bool(_ops().autocast_is_enabled(_check_device_type(device_type)))
+    return bool(_query("autocast_is_enabled", device_type))
 
 
 _DTYPES = {"Half": torch.float16, "BFloat16": torch.bfloat16}
@@ -196,15 +221,15 @@ _DTYPES = {"Half": torch.float16, "BFloat16": torch.bfloat16}
 
 def get_dtype(device_type: str) -> torch.dtype:
     """The lower-precision dtype autocastgen uses for ``device_type`` on this thread."""
-    name = _ops().autocast_dtype(_check_device_type(device_type))
+    name = _query("autocast_dtype", device_type)
     return _DTYPES[name]
 
 
 def is_cache_enabled(device_type: str) -> bool:
     """Whether casts are cached for ``device_type`` on this thread."""
-    return bool(_ops().autocast_is_cache_enabled(_check_device_type(device_type)))
+    return bool(_query("autocast_is_cache_enabled", device_type))
 
 
 def nesting(device_type: str) -> int:
     """How many autocastgen scopes for ``device_type`` are open on this thread."""
-    return int(_ops().autocast_nesting(_check_device_type(device_type)))
+    return int(_query("autocast_nesting", device_type))

@@ -115,6 +115,9 @@ DeviceCache& thread_cache(c10::DeviceType device) {
 // tensor's own properties are checked first; they need no thread-local lookup.
 bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType device) {
   if (tensor.scalar_type() != at::kFloat || !tensor.requires_grad() || !tensor.is_leaf() || tensor.is_view()) return false;
+  // A traced tensor (Note [reads while tracing] in traced.cpp) is not kept: the cache would hold a
+  // trace's FakeTensor past the trace, and a compiled graph must cast at every call anyway.
+  if (detail::is_traced(tensor)) return false;
   const DeviceAutocastState& state = detail::thread_device_state(device);
   // Inside a scope the dtype is always concrete (AutocastScope resolves the default).
   return state.nesting > 0 && state.cache_enabled && to == state.dtype && !c10::InferenceMode::is_enabled();

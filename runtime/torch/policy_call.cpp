@@ -17,8 +17,11 @@
 
 namespace autocastgen::torch {
 
+// Every driver call starts here (Call's constructor), so this is also where a trace learns that
+// its graph read the autocast state (Note [reads while tracing] in traced.cpp).
 WrapperTrace& wrapper_trace() {
   thread_local WrapperTrace trace;
+  ::autocastgen::detail::note_driver_call_if_traced();
   return trace;
 }
 

@@ -3,6 +3,7 @@
 
 #include <c10/core/DeviceType.h>
 #include <c10/core/DispatchKey.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/operator_name.h>
 
 #include <string>
@@ -16,6 +17,15 @@ c10::DispatchKey autocast_key(c10::DeviceType device);
 
 // This thread's state of `device` in one thread-local lookup (the cast cache's hit path).
 const DeviceAutocastState& thread_device_state(c10::DeviceType device);
+
+// Whether `tensor` is being traced (torch.compile, make_fx): a tensor without data (meta, a
+// Python subclass such as FakeTensor, a functional wrapper) or any tensor while a
+// TorchDispatchMode is active (traced.cpp; Note [reads while tracing]).
+bool is_traced(const at::Tensor& tensor);
+
+// Called by every driver call (wrapper_trace): while tracing, tells the Python package that the
+// graph being traced depends on the autocast state and on the insight switches (traced.cpp).
+void note_driver_call_if_traced();
 
 }  // namespace autocastgen::detail
 

@@ -1,0 +1,178 @@
+"""autocastgen's own state under torch.compile: scopes that Dynamo records, and guards on what a
+traced graph read (docs/compile.md).
+
+Note [scopes under torch.compile]
+Dynamo cannot trace the eager scopes (a per-thread frame stack in ``threading.local``, ops that
+return a depth), and the state must be in effect while the graph is traced, not while it runs:
+AOTAutograd replays Dynamo's graph, and the wrappers it reaches then put their casts into the
+graph. So inside a compiled function a scope calls :func:`enter_scope` / :func:`enter_state` and
+:func:`exit_frame` instead. They are ``allow_in_graph``: Dynamo records them as calls in its graph
+and runs them while it traces (with fake tensors), AOTAutograd runs them again while it replays
+that graph; they change the C++ state for real, past the active dispatch modes (a mode's dispatch
+restores the thread's dispatch keys when it returns, which would undo the scope). make_fx records
+only dispatcher ops, so the compiled graph holds the casts and no scope: at run time the state is
+not touched, and with fullgraph the frame's scopes are balanced. Frames a failed or restarted
+trace leaves open are closed by a Dynamo cleanup hook.
+
+Note [guards on the own state]
+Every driver call made while tracing calls the op ``autocastgen::trace_note_read`` (Note [reads
+while tracing] in runtime/torch/traced.cpp), as do the queries below. It adds one guard to the
+frame being traced: ``autocast_trace_key()`` at a later call must equal its value at the frame's
+entry (recorded before the frame's first scope), so a graph traced outside a scope, inside one,
+with another dtype, disabled, or with other insight switches is not reused: Dynamo traces again.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+_local = threading.local()
+_entry_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_guarded: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _ops() -> Any:
+    return torch.ops.autocastgen
+
+
+def trace_key() -> str:
+    """What a traced graph may depend on (Note [trace key] in runtime/torch/traced.cpp)."""
+    with _disable_current_modes():
+        return str(_ops().autocast_trace_key())
+
+
+def _tracing_context() -> Any:
+    return torch._guards.TracingContext.try_get()
+
+
+def _install_guard(expected: str, builder: Any, guard: Any) -> None:
+    key = _ops().autocast_trace_key.default
+
+    def check(_: object) -> bool:
+        return bool(key() == expected)
+
+    builder.guard_manager.root.add_lambda_guard(
+        check, [f"autocastgen.autocast_trace_key() == {expected!r}"], None
+    )
+
+
+def note_read() -> None:
+    """Guards the frame being traced on the state at its entry (Note [guards on the own state])."""
+    context = _tracing_context()
+    if context is None or context in _guarded:
+        return
+    _guarded.add(context)
+    expected = _entry_keys.get(context)
+    if expected is None:
+        expected = trace_key()
+    from torch._dynamo.source import GlobalStateSource
+
+    context.guards_context.dynamo_guards.add(
+        torch._guards.Guard(GlobalStateSource(), functools.partial(_install_guard, expected))
+    )
+
+
+def _frames() -> list[tuple[int, int]]:
+    frames: list[tuple[int, int]] | None = getattr(_local, "frames", None)
+    if frames is None:
+        frames = _local.frames = []
+    return frames
+
+
+def _close_frames_of(context_id: int, output: Any) -> None:
+    """Dynamo's cleanup hook of a traced frame: closes the scopes its trace left open.
+
+    Open scopes in a graph Dynamo compiled mean the graph ends inside one: a graph break split the
+    scope over two graphs, whose scopes would not be the same (Note [scopes under torch.compile]).
+    That is refused here, at trace time. A trace that failed before compiling says why itself.
+    """
+    frames = _frames()
+    left_open = 0
+    with _disable_current_modes():
+        while frames and frames[-1][0] == context_id:
+            _ops().autocast_exit(frames.pop()[1])
+            left_open += 1
+    if left_open and getattr(output, "compile_subgraph_reason", None) is not None:
+        raise RuntimeError(
+            "autocastgen.autocast / state_guard under torch.compile: the graph ends inside an autocastgen "
+            "scope (a graph break in the scope's body, or a scope entered and not left). Compile the scope's "
+            "body without graph breaks (fullgraph=True shows where it breaks), or open the scope outside the "
+            "compiled function."
+        )
+
+
+def _frames_closed_on_cleanup(context_id: int) -> None:
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:  # noqa: BLE001 - not inside Dynamo (make_fx alone): nothing to hook
+        return
+    tx.output.add_cleanup_hook(functools.partial(_close_frames_of, context_id, tx.output))
+
+
+def _record_entry() -> None:
+    context = _tracing_context()
+    if context is not None and context not in _entry_keys:
+        _entry_keys[context] = trace_key()
+
+
+@torch._dynamo.allow_in_graph
+def enter_scope(device_type: str, dtype: torch.dtype | None, enabled: bool, cache_enabled: bool) -> None:
+    """autocast.__enter__ inside a compiled function (Note [scopes under torch.compile])."""
+    _record_entry_then_open(lambda: _ops().autocast_enter(device_type, dtype, enabled, cache_enabled))
+
+
+@torch._dynamo.allow_in_graph
+def enter_state(encoded: tuple[int, ...]) -> None:
+    """state_guard.__enter__ inside a compiled function."""
+    _record_entry_then_open(lambda: _ops().autocast_state_enter(list(encoded)))
+
+
+def _record_entry_then_open(enter: Any) -> None:
+    context = _tracing_context()
+    first = context is not None and context not in _entry_keys
+    _record_entry()
+    with _disable_current_modes():
+        depth = int(enter())
+    if first:
+        _frames_closed_on_cleanup(id(context))
+    _frames().append((id(context), depth))
+
+
+@torch._dynamo.allow_in_graph
+def exit_frame() -> None:
+    """The __exit__ of a scope or state entered inside a compiled function."""
+    frames = _frames()
+    if not frames:
+        raise RuntimeError("autocastgen: __exit__ without a matching __enter__ in this compiled function")
+    with _disable_current_modes():
+        _ops().autocast_exit(frames[-1][1])
+    frames.pop()
+
+
+@torch._dynamo.assume_constant_result
+def read(op_name: str, *args: Any) -> Any:
+    """A state query or capture inside a compiled function: a constant of the trace, guarded."""
+    note_read()
+    with _disable_current_modes():
+        value = getattr(_ops(), op_name)(*args)
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _define_note_op() -> torch.library.Library:
+    library = torch.library.Library("autocastgen", "FRAGMENT")
+    library.define("trace_note_read() -> ()")
+    library.impl("trace_note_read", note_read, "CPU")
+    return library
+
+
+# Kept for the life of the module: dropping the library unregisters the op.
+if not hasattr(torch.ops.autocastgen, "trace_note_read"):
+    _library = _define_note_op()

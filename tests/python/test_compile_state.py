@@ -1,0 +1,162 @@
+"""autocastgen's own state under torch.compile (docs/compile.md).
+
+autocastgen.autocast, state_guard, with_state and the queries trace with fullgraph=True and give
+eager's dtypes and values; a graph traced outside a scope is not reused inside one, nor the
+reverse, nor across dtypes, nesting and enabled=False (guards: Dynamo traces again); a graph break
+inside a scope is refused at trace time; a failed trace leaves no scope open. Backend aot_eager:
+the graph AOTAutograd traced, run by eager kernels, so values are bit for bit eager's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+OWN_STATE_LIB = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
+if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file() or not OWN_STATE_LIB.is_file():
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+        raise RuntimeError(f"{BUILD} has no python/autocastgen or {OWN_STATE_LIB.name}: build the default targets")
+    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+sys.path.insert(0, str(BUILD / "python"))
+
+import autocastgen  # noqa: E402
+from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
+
+torch.ops.load_library(str(OWN_STATE_LIB))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+    assert torch.ops.autocastgen.autocast_depth() == 0, "a test left an autocastgen scope open"
+    assert not autocastgen.is_enabled("cpu")
+
+
+def compiled(fn):
+    counter = CompileCounterWithBackend("aot_eager")
+    return torch.compile(fn, backend=counter, fullgraph=True), counter
+
+
+def same(got, want) -> None:
+    assert got.dtype == want.dtype
+    assert torch.equal(got, want)
+
+
+torch.manual_seed(0)
+LINEAR = torch.nn.Linear(8, 8)
+X = torch.randn(4, 8)
+
+
+def test_graph_compiled_outside_a_scope_is_not_reused_inside() -> None:
+    forward, counter = compiled(LINEAR)
+    same(forward(X), LINEAR(X))
+    with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+        same(forward(X), LINEAR(X))
+        assert forward(X).dtype == torch.bfloat16
+    with autocastgen.autocast("cpu", dtype=torch.float16):
+        same(forward(X), LINEAR(X))
+        with autocastgen.autocast("cpu", enabled=False):
+            same(forward(X), LINEAR(X))
+        with autocastgen.autocast("cpu"):  # nested, keeps float16
+            same(forward(X), LINEAR(X))
+    same(forward(X), LINEAR(X))
+    # outside, bfloat16, float16, float16 disabled, float16 nested twice: five graphs
+    assert counter.frame_count == 5
+    with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+        forward(X)
+    assert counter.frame_count == 5, "a graph of a state seen before is reused"
+
+
+def scoped(x: torch.Tensor):
+    with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+        y = LINEAR(x)
+        with autocastgen.autocast("cpu", enabled=False):
+            z = LINEAR(x)
+        with autocastgen.autocast("cpu", dtype=torch.float16, cache_enabled=False):
+            w = LINEAR(x)
+        inside = autocastgen.is_enabled("cpu")
+    return y, z, w, LINEAR(x), inside, autocastgen.is_enabled("cpu")
+
+
+def test_scopes_inside_the_compiled_function_give_eager_dtypes() -> None:
+    forward, counter = compiled(scoped)
+    got, want = forward(X), scoped(X)
+    for g, w in zip(got[:4], want[:4]):
+        same(g, w)
+    assert [t.dtype for t in got[:4]] == [torch.bfloat16, torch.float32, torch.float16, torch.float32]
+    assert got[4:] == (True, False)
+    assert autocastgen.nesting("cpu") == 0
+    with autocastgen.autocast("cpu", dtype=torch.float16):  # the last LINEAR(x) now runs in float16
+        got, want = forward(X), scoped(X)
+        same(got[3], want[3])
+        assert got[3].dtype == torch.float16
+    assert counter.frame_count == 2
+
+
+def test_scopes_trace_into_the_backward() -> None:
+    weight = torch.randn(8, 8, requires_grad=True)
+
+    def step(x):
+        with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+            return (x @ weight).float().square().sum()
+
+    forward, _ = compiled(step)
+    loss = forward(X)
+    (grad,) = torch.autograd.grad(loss, weight)
+    eager_loss = step(X)
+    (eager_grad,) = torch.autograd.grad(eager_loss, weight)
+    same(loss, eager_loss)
+    same(grad, eager_grad)
+
+
+def test_state_guard_and_with_state_inside_the_compiled_function() -> None:
+    with autocastgen.autocast("cpu", dtype=torch.float16):
+        state = autocastgen.capture_state()
+
+    def guarded(x):
+        with autocastgen.state_guard(state):
+            return LINEAR(x)
+
+    def carried(x):
+        return autocastgen.with_state(LINEAR)(x)
+
+    forward, _ = compiled(guarded)
+    same(forward(X), guarded(X))
+    assert forward(X).dtype == torch.float16
+    forward, counter = compiled(carried)
+    same(forward(X), carried(X))
+    with autocastgen.autocast("cpu", dtype=torch.bfloat16):  # the captured state differs: traced again
+        same(forward(X), carried(X))
+        assert forward(X).dtype == torch.bfloat16
+    assert counter.frame_count == 2
+
+
+def test_a_graph_break_inside_a_scope_is_refused_at_trace_time() -> None:
+    def breaks(x):
+        with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+            y = LINEAR(x)
+            torch._dynamo.graph_break()
+            return y
+
+    with pytest.raises(Exception, match="graph_break"):
+        torch.compile(breaks, backend="aot_eager", fullgraph=True)(X)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="graph ends inside an autocastgen scope"):
+        torch.compile(breaks, backend="aot_eager")(X)
+
+
+def test_a_refused_scope_fails_the_trace_and_leaves_nothing_open() -> None:
+    def bad(x):
+        with autocastgen.autocast("cpu", dtype=torch.float32):
+            return LINEAR(x)
+
+    with pytest.raises(Exception, match="lower-precision dtype must be bfloat16 or float16"):
+        compiled(bad)[0](X)

@@ -44,17 +44,17 @@ def scaler_table(result):
         else:
             lines.append(f"| {r['row']} | {r['ours_wall_us']:.1f} us wall, {r['ours_gpu_us']:.1f} us GPU | "
                          f"{r['pytorch_wall_us']:.1f} us wall, {r['pytorch_gpu_us']:.1f} us GPU | | "
-                         f"wall {r['wall_ratio']:.3f}, GPU {r['gpu_ratio']:.3f} | {r['goal'] or ''} | {'' if r['met'] is None else r['met']} |")
+                         f"wall {r['wall_ratio']:.3f}, GPU {r['gpu_ratio']:.3f} | {r.get('goal') or ''} | {'' if r.get('met') is None else r['met']} |")
     return lines
 
 
 def fp8_table(result):
-    lines = ["| row | variant | mode | ms | x bf16 | x torchao | rel. error vs bf16 | error |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| row | variant | mode | ms | x bf16 | x torchao | rel. error vs bf16 | first loss | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result.get("rows", []):
         lines.append(f"| {r['row']} | {r['variant']} | {r['mode']} | {number(r.get('ms'), 4)} | "
                      f"{number(r.get('speedup_vs_bf16'))} | {number(r.get('speedup_vs_torchao'))} | "
-                     f"{number(r.get('rel_error_vs_bf16'))} | {r.get('error', '')[:160]} |")
+                     f"{number(r.get('rel_error_vs_bf16'))} | {number(r.get('first_loss'), 6)} | {r.get('error', '')[:160]} |")
     lines += ["", "| goal | value | met |", "|---|---|---|"]
     for g in result.get("goals", []):
         lines.append(f"| {g['goal']} | {number(g['value'])} | {g['met']} |")

@@ -140,16 +140,21 @@ def differing_cases(runs):
     return failures
 
 
-def wrapper_mismatches(runs, manifest):
+def wrapper_mismatches(runs, manifest, decompositions=None):
     """Cases where an op of the policy did not run exactly its generated wrapper, or an op in no
-    list ran one."""
+    list ran one. `decompositions` maps an op in no list to the listed op its implementation
+    calls (torch.norm reaches linalg_vector_norm's wrapper, as it reaches PyTorch's kernel)."""
+    decompositions = decompositions or {}
     ours = {op.split(".")[0] for op in manifest_ops(manifest)}
     failures = []
     for case_id, op, _, _ in runs["calls"]:
         calls, last_op = runs["ours"][case_id][1]
         # Tensor.__eq__ and friends reach aten::eq etc., which are in no list.
         base = op.strip("_") if op.startswith("__") else op
-        if base in ours:
+        if base in decompositions:
+            if calls != 1 or last_op is None or last_op.split("::")[1].split(".")[0] != decompositions[base]:
+                failures.append(f"{case_id}: {calls} wrapper calls, last {last_op}, not {decompositions[base]}")
+        elif base in ours:
             if calls != 1 or last_op is None or last_op.split("::")[1].split(".")[0] != base:
                 failures.append(f"{case_id}: {calls} wrapper calls, last {last_op}")
         elif calls != 0:

@@ -124,5 +124,6 @@ def test_same_results_with_generated_kernels(runs):
 
 def test_generated_wrappers_ran(runs):
     """Each call of an op in our policy ran exactly its generated wrapper; other ops ran none."""
-    failures = wrapper_mismatches(runs, MANIFEST)
+    # torch.norm is in no CUDA list; it decomposes into linalg_vector_norm, which cuda.yaml lists.
+    failures = wrapper_mismatches(runs, MANIFEST, decompositions={"norm": "linalg_vector_norm"})
     assert not failures, "\n".join(failures)

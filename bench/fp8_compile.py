@@ -2,6 +2,8 @@
 """fp8 under torch.compile on the CPU: one training step (forward, backward) of an MLP of three
 nn.Linear layers under torch.autocast("cpu", bfloat16), as eager fp8, Inductor-compiled fp8 and
 Inductor-compiled bfloat16 (no policy), all in one run; prints the step times and their ratios.
+Compiled fp8 runs twice, once per traced route (AUTOCASTGEN_FP8_TRACE=decompose, the default:
+PyTorch ops Inductor fuses; opaque: our fused kernel as one op).
 
 Usage: AUTOCASTGEN_RUNTIME_TORCH_LIB=build/lib/libautocastgen_runtime_torch.so bench/fp8_compile.py
        [--batch 256] [--width 512] [--steps 30] [--threads 1]
@@ -70,9 +72,12 @@ def main():
         ops.load_runtime_policy_file(POLICY)
         net = model(args.width)
         results["eager fp8"] = step_time(net, net, x, args.steps)
-        torch._dynamo.reset()
-        net = model(args.width)
-        results["inductor fp8"] = step_time(torch.compile(net, fullgraph=True), net, x, args.steps)
+        for route in ("decompose", "opaque"):  # Note [fp8 traced route] in runtime/torch/fp8/operand.cpp
+            os.environ["AUTOCASTGEN_FP8_TRACE"] = route
+            torch._dynamo.reset()
+            net = model(args.width)
+            results[f"inductor fp8 {route}"] = step_time(torch.compile(net, fullgraph=True), net, x, args.steps)
+        del os.environ["AUTOCASTGEN_FP8_TRACE"]
         ops.clear_runtime_policies()
         torch._dynamo.reset()
         net = model(args.width)
@@ -82,10 +87,12 @@ def main():
     print(f"torch {torch.__version__}, {args.threads} thread(s), batch {args.batch}, width {args.width}, "
           f"median of {args.steps} steps")
     for name, (t, first) in results.items():
-        print(f"  {name:14s} {t * 1e3:8.2f} ms/step   first step {first:6.2f} s")
-    fp8c, fp8e, bf16c = results["inductor fp8"][0], results["eager fp8"][0], results["inductor bf16"][0]
-    print(f"  inductor fp8 / eager fp8     {fp8c / fp8e:.2f}")
-    print(f"  inductor fp8 / inductor bf16 {fp8c / bf16c:.2f}")
+        print(f"  {name:22s} {t * 1e3:8.2f} ms/step   first step {first:6.2f} s")
+    fp8e, bf16c = results["eager fp8"][0], results["inductor bf16"][0]
+    for route in ("decompose", "opaque"):
+        fp8c = results[f"inductor fp8 {route}"][0]
+        print(f"  inductor fp8 {route:9s} / eager fp8     {fp8c / fp8e:.2f}")
+        print(f"  inductor fp8 {route:9s} / inductor bf16 {fp8c / bf16c:.2f}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ same mode):
   output under torch.autocast(DEVICE, dtype=torch.bfloat16));
 - a 4-layer MLP training step (Linear 4096 -> 4096 + ReLU, 8192 tokens, SGD).
 Variants: bf16 (plain autocast), fp8-current and fp8-delayed (an fp8 runtime policy,
-tests/fp8/data/fp8_cuda*.yaml), torchao (torchao.float8.convert_to_float8_training, tensorwise),
+tests/fp8/data/fp8_cuda*.yaml; compiled, fp8-current-opaque too: AUTOCASTGEN_FP8_TRACE=opaque), torchao (torchao.float8.convert_to_float8_training, tensorwise),
 each eager and compiled (torch.compile(fullgraph=True), Inductor). A variant that fails records
 its error instead of a time. The fp8 weight copies are dropped after every step
 (fp8_clear_weight_cache), as a training loop under torch.autocast does.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import traceback
@@ -32,7 +33,11 @@ from timing import add_device_argument, device_ms, device_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DATA = REPO / "tests/fp8/data"
-POLICIES = {"fp8-current": "fp8_{device}.yaml", "fp8-delayed": "fp8_{device}_delayed.yaml"}
+POLICIES = {"fp8-current": "fp8_{device}.yaml", "fp8-delayed": "fp8_{device}_delayed.yaml",
+            "fp8-current-opaque": "fp8_{device}.yaml"}
+# Compiled only: the current-scaling policy traced with our fused quantiser as one op instead of
+# PyTorch ops Inductor fuses (AUTOCASTGEN_FP8_TRACE, Note [fp8 traced route] in runtime/torch/fp8/operand.cpp).
+OPAQUE = "fp8-current-opaque"
 DEVICE = "cuda"  # --device
 VARIANTS = ["bf16", "fp8-current", "fp8-delayed", "torchao"]
 
@@ -103,13 +108,18 @@ def run_row(kind, size, tokens, modes, iters):
     reference = first_output("bf16", kind, size, tokens)
     for compiled in modes:
         times = {}
-        for variant in VARIANTS:
+        for variant in VARIANTS + ([OPAQUE] if compiled else []):
             torch._dynamo.reset()
+            os.environ.pop("AUTOCASTGEN_FP8_TRACE", None)
+            if variant == OPAQUE:
+                os.environ["AUTOCASTGEN_FP8_TRACE"] = "opaque"
             entry = {"row": f"{kind} {tokens}x{size}x{size}", "variant": variant,
                      "mode": "compiled" if compiled else "eager"}
             try:
                 step = make_step(variant, kind, size, tokens, compiled)
-                entry["ms"] = device_ms(step, DEVICE, warmup=3, iters=iters)
+                # The first step's loss: a compiled fp8 step must give eager fp8's, not bf16's.
+                entry["first_loss"] = float(step())
+                entry["ms"] = device_ms(step, DEVICE, warmup=2, iters=iters)
                 times[variant] = entry["ms"]
                 if not compiled and variant != "bf16":
                     y = first_output(variant, kind, size, tokens)
@@ -119,7 +129,8 @@ def run_row(kind, size, tokens, modes, iters):
                 entry["traceback_tail"] = traceback.format_exc().splitlines()[-6:]
             rows.append(entry)
             print(json.dumps(entry), flush=True)
-        for entry in rows[-len(VARIANTS):]:
+        os.environ.pop("AUTOCASTGEN_FP8_TRACE", None)
+        for entry in rows[-(len(VARIANTS) + (1 if compiled else 0)):]:
             if "ms" in entry and "bf16" in times:
                 entry["speedup_vs_bf16"] = times["bf16"] / entry["ms"]
             if "ms" in entry and "torchao" in times and entry["variant"].startswith("fp8"):
@@ -158,8 +169,8 @@ def goals(rows, size):
         return {}
 
     out = []
-    for variant in ("fp8-current", "fp8-delayed"):
-        c, e = find("linear", variant, "compiled"), find("linear", variant, "eager")
+    for variant in ("fp8-current", "fp8-delayed", OPAQUE):
+        c, e = find("linear", variant, "compiled"), find("linear", variant if variant != OPAQUE else "fp8-current", "eager")
         out.append({"goal": f"{variant} compiled >= 1.3x bf16 compiled at {size}",
                     "value": c.get("speedup_vs_bf16"), "met": c.get("speedup_vs_bf16", 0) >= 1.3})
         out.append({"goal": f"{variant} compiled >= torchao compiled at {size}",
@@ -184,6 +195,12 @@ def main():
         print("bench/gpu/fp8_linear.py: no CUDA device", file=sys.stderr)
         return 2
     import autocastgen  # noqa: F401  -- loads the runtime library (the fp8 ops, runtime policies)
+    import torch._inductor.config
+
+    # PyTorch's compile caches key on the traced Dynamo graph, not on the policy loaded: the fp8
+    # variants trace the same Dynamo graph as bf16 and would be served bf16's compiled code
+    # (docs/fp8.md, "torch.compile"). Every variant compiles from scratch.
+    torch._inductor.config.force_disable_caches = True
 
     eager_only = [False]
     both = [False] if args.no_compile else [False, True]

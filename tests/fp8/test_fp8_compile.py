@@ -121,7 +121,12 @@ def test_inductor_is_eager_to_bfloat16_rounding(ops, scaling):
             torch.testing.assert_close(torch.tensor(c_history), torch.tensor(history), **tol)
 
 
-def test_the_graph_holds_the_quantisation_as_opaque_ops(ops, scaling):
+@pytest.mark.parametrize("route", ["decompose", "opaque"])
+def test_the_graph_holds_the_quantisation(ops, scaling, route, monkeypatch):
+    """Weights through fp8_quantize_weight; activations and output gradients as PyTorch ops that
+    Inductor can fuse (the default), or as fp8_quantize ops (AUTOCASTGEN_FP8_TRACE=opaque): Note
+    [fp8 traced route] in runtime/torch/fp8/operand.cpp."""
+    monkeypatch.setenv("AUTOCASTGEN_FP8_TRACE", route)
     graphs = []
 
     def keep(gm, example_inputs):
@@ -135,9 +140,20 @@ def test_the_graph_holds_the_quantisation_as_opaque_ops(ops, scaling):
     fn(act(32, 64)).backward(act(32, 16, dtype=torch.bfloat16, requires_grad=False))
     forward, backward = graphs
     assert forward.count("autocastgen.fp8_quantize_weight.default") == 3  # one per weight
-    assert forward.count("autocastgen.fp8_quantize.default") == 3  # the activations
-    assert backward.count("autocastgen.fp8_quantize.default") == 3  # each output gradient
+    opaque = 3 if route == "opaque" else 0
+    assert forward.count("autocastgen.fp8_quantize.default") == opaque  # the activations
+    assert backward.count("autocastgen.fp8_quantize.default") == opaque  # each output gradient
+    # Decomposed: one amax per activation / gradient, and its saturating cast.
+    assert forward.count("aten.amax.default") == 3 - opaque and backward.count("aten.amax.default") == 3 - opaque
+    assert forward.count("aten.clamp.default") == 3 - opaque
     assert forward.count("aten._scaled_mm.default") == 3 and backward.count("aten._scaled_mm.default") == 6
+
+
+def test_an_unknown_route_is_refused(ops, scaling, monkeypatch):
+    monkeypatch.setenv("AUTOCASTGEN_FP8_TRACE", "fused")
+    fn = torch.compile(Net(), fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match=r"AUTOCASTGEN_FP8_TRACE=fused: expected"):
+        fn(act(32, 64))
 
 
 def test_dynamic_shapes_stop_with_what_to_do(ops, scaling):

@@ -1,6 +1,8 @@
 // Forward GEMM operands to fp8: weights through the per-thread cache (and delayed scaling), the rest current-scaled.
 #include "operand.h"
 
+#include <cstdlib>
+#include <string_view>
 #include <tuple>
 
 #include <ATen/ATen.h>
@@ -62,6 +64,24 @@ Quantized weight_op(const at::Tensor& w, const Recipe& recipe, const CallOptions
   return {std::move(data), std::move(inv)};
 }
 
+// Note [fp8 traced route]
+// How a trace quantises an activation or a gradient (always current-scaled):
+// - "decompose" (the default): the unfused ATen primitives (Note [unfused reference] in
+//   quantize.cpp): amax, the scale rule and the saturating cast as PyTorch ops. Inductor fuses them
+//   into the kernels around them (the amax into the op that made the tensor, the cast writing the
+//   layout the GEMM wants), as torchao's Float8Linear does; aot_eager runs them as they are, and they
+//   give the fused kernels' bits (tests/fp8), so eager and aot_eager still agree bit for bit.
+// - "opaque": one fp8_quantize op, which runs our fused kernel (no fusion around it).
+// AUTOCASTGEN_FP8_TRACE chooses, read when tracing (bench/gpu/fp8_linear.py times both). Weights
+// always go through fp8_quantize_weight: the weight cache and delayed scaling live in its kernel.
+bool decompose_when_traced() {
+  const char* value = std::getenv("AUTOCASTGEN_FP8_TRACE");
+  const std::string_view route = value == nullptr ? "" : value;
+  if (route.empty() || route == "decompose") return true;
+  TORCH_CHECK(route == "opaque", "AUTOCASTGEN_FP8_TRACE=", route, ": expected 'decompose' (the default) or 'opaque'");
+  return false;
+}
+
 Quantized current_op(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("autocastgen::fp8_quantize", "")
@@ -75,8 +95,9 @@ Quantized weight_operand(const at::Tensor& w, const Recipe& recipe, const CallOp
 }
 
 Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
-  if (traced(x)) return current_op(x, fp8, margin, options);
-  const Primitives& p = primitives_for(x.device().type(), options.fused_kernels);
+  const bool decompose = traced(x) && decompose_when_traced();
+  if (traced(x) && !decompose) return current_op(x, fp8, margin, options);
+  const Primitives& p = primitives_for(x.device().type(), options.fused_kernels && !decompose);
   return quantize_current(p, x.detach().contiguous(), fp8, static_cast<std::int32_t>(margin));
 }
 
@@ -90,7 +111,8 @@ Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t
 // TorchDispatchMode is active), the GEMM quantises through the ops fp8_quantize and
 // fp8_quantize_weight: their fake (Meta) kernels give the trace shapes and dtypes, the graph holds
 // them as opaque ops, and the compiled graph later runs the very kernels eager runs (aot_eager:
-// the same bits). The weight cache and the delayed-scaling state are touched only by those kernels
+// the same bits; activations and gradients may take PyTorch's ops instead, Note [fp8 traced
+// route]). The weight cache and the delayed-scaling state are touched only by those kernels
 // on real tensors: a trace neither reads nor fills them, and a compiled step quantises, hits the
 // cache and advances a weight's history where eager does. Real tensors outside any mode take the
 // direct path, which saves a dispatch per operand and the copy of Note [fp8 op outputs are fresh].

@@ -191,3 +191,22 @@ def test_cuda_compiled_fp8_matches_eager(ops, policy, backend):
         ops.clear_runtime_policies()
         ops.fp8_clear_weight_cache("cuda")
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("m,k,n", [(16, 32, 48), (48, 80, 112), (64, 64, 64), (96, 4096, 208), (4112, 528, 80)])
+def test_cuda_mm_gradients_through_the_byte_transpose(ops, m, k, n):
+    """The backward GEMMs transpose fp8 copies with the byte transpose kernel (Note [byte transpose]):
+    tiles partly outside the matrix included, the gradients equal the same _scaled_mm calls on
+    operands laid out by PyTorch's own copies."""
+    g = torch.Generator(device="cuda").manual_seed(m + k + n)
+    a = torch.randn(m, k, device="cuda", generator=g).requires_grad_()
+    b = torch.randn(k, n, device="cuda", generator=g).requires_grad_()
+    gy = torch.randn(m, n, device="cuda", generator=g)
+    y = ops.fp8_mm(a, b, out_dtype=torch.float32)
+    y.backward(gy)
+    qa, ia = quantize(a, E4M3)
+    qb, ib = quantize(b, E4M3)
+    qg, ig = quantize(gy, E5M2)
+    col = lambda t: t.t().contiguous().t()  # noqa: E731 -- column-major copy
+    assert torch.equal(a.grad, smm(qg, col(qb.t()), ig, ib, torch.float32))
+    assert torch.equal(b.grad, smm(qa.t().contiguous(), col(qg), ia, ig, torch.float32))

@@ -227,6 +227,64 @@ void scale_cast(const Fp8Source& src, const float* scale, Fp8Format format, std:
   check_launch(kWho);
 }
 
+// Note [byte transpose]
+// A 64 x 64 tile of bytes per block of 16 x 16 threads. Loading, thread (x, y) reads the 4-byte
+// word x of tile rows y, y + 16, y + 32, y + 48 (a half-warp reads 64 contiguous bytes of one
+// row) into a shared tile of words padded to 17 per row. Storing, the same thread assembles output
+// word x of tile columns y, y + 16, ...: byte k of it is byte `column` of tile row 4x + k, so the
+// output rows are written 64 contiguous bytes at a time too. Dimensions are multiples of 4, so a
+// word is wholly inside the matrix or wholly outside (edge tiles check words, not bytes).
+namespace {
+
+constexpr int kTile = 64;
+constexpr int kTileWords = kTile / 4;
+constexpr int kTileThreads = 16;
+
+__global__ void __launch_bounds__(kTileThreads * kTileThreads)
+    transpose_bytes_kernel(const std::uint32_t* src, std::uint32_t* dst, std::int64_t rows, std::int64_t cols) {
+  __shared__ std::uint32_t tile[kTile][kTileWords + 1];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
+  const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const std::int64_t src_words = cols / 4, dst_words = rows / 4;
+  const int x = threadIdx.x, y = threadIdx.y;
+  for (int r = y; r < kTile; r += kTileThreads) {
+    const std::int64_t row = row0 + r, col = col0 + 4 * x;
+    if (row < rows && col < cols) tile[r][x] = src[row * src_words + col / 4];
+  }
+  __syncthreads();
+  for (int c = y; c < kTile; c += kTileThreads) {
+    const std::int64_t out_row = col0 + c, out_col = row0 + 4 * x;
+    if (out_row >= cols || out_col >= rows) continue;
+    const int word = c / 4, shift = 8 * (c % 4);
+    std::uint32_t out = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out |= ((tile[4 * x + k][word] >> shift) & 0xFFu) << (8 * k);
+    dst[out_row * dst_words + out_col / 4] = out;
+  }
+}
+
+}  // namespace
+
+void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t rows, std::int64_t cols,
+                     void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::transpose_bytes";
+  if (rows < 0 || cols < 0 || rows % 4 != 0 || cols % 4 != 0) {
+    throw_invalid_argument(std::string(kWho) + ": both dimensions must be non-negative multiples of 4");
+  }
+  if (rows == 0 || cols == 0) return;
+  if (src == nullptr || dst == nullptr || (reinterpret_cast<std::uintptr_t>(src) & 3u) != 0 ||
+      (reinterpret_cast<std::uintptr_t>(dst) & 3u) != 0) {
+    throw_invalid_argument(std::string(kWho) + ": source and destination must be non-null and 4-byte aligned");
+  }
+  const std::int64_t row_tiles = (rows + kTile - 1) / kTile;
+  if (row_tiles > 65535) throw_invalid_argument(std::string(kWho) + ": more than 65535 * 64 rows");
+  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>(row_tiles));
+  const dim3 block(kTileThreads, kTileThreads);
+  transpose_bytes_kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(
+      reinterpret_cast<const std::uint32_t*>(src), reinterpret_cast<std::uint32_t*>(dst), rows, cols);
+  check_launch(kWho);
+}
+
 void scale_from_amax(const float* amax, float fp8_max, std::int32_t margin, float* scale, float* inv_scale,
                      void* stream) {
   static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::scale_from_amax";

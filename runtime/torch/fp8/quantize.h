@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
@@ -53,6 +54,10 @@ class Primitives {
   // The caller advances next and casts.
   virtual void delayed_update(DelayedState& state, const at::Tensor& amax, float fp8_max,
                               at::Tensor& pass_inv_scale) const = 0;
+  // rows.t().contiguous() for a row-major 2-D fp8 tensor, where the device has a kernel for it
+  // that beats PyTorch's strided copy (CUDA: Note [byte transpose] in kernels/fp8/cuda); nullopt
+  // elsewhere, and the caller copies.
+  [[nodiscard]] virtual std::optional<at::Tensor> transpose(const at::Tensor& /*rows*/) const { return std::nullopt; }
 };
 
 // The fused kernels for a device type (CPU always; CUDA when this library was built with the

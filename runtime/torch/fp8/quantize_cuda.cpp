@@ -50,6 +50,18 @@ class CudaPrimitives final : public Primitives {
                              amax.const_data_ptr<float>(), state.scale.mutable_data_ptr<float>(),
                              pass_inv_scale.mutable_data_ptr<float>(), fp8_max, state.margin, stream());
   }
+  std::optional<at::Tensor> transpose(const at::Tensor& rows) const override {
+    const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 3u) == 0; };
+    if (rows.dim() != 2 || rows.element_size() != 1 || !rows.is_contiguous() || rows.size(0) % 4 != 0 ||
+        rows.size(1) % 4 != 0 || !aligned(rows.const_data_ptr())) {
+      return std::nullopt;
+    }
+    const c10::cuda::CUDAGuard guard(rows.device());
+    at::Tensor out = at::empty({rows.size(1), rows.size(0)}, rows.options());
+    k8::cuda::transpose_bytes(static_cast<const std::uint8_t*>(rows.const_data_ptr()),
+                              static_cast<std::uint8_t*>(out.mutable_data_ptr()), rows.size(0), rows.size(1), stream());
+    return out;
+  }
 };
 
 const bool registered = [] {

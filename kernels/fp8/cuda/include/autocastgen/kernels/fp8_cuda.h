@@ -35,4 +35,13 @@ void delayed_update(float* amax_ring, std::int32_t length, std::int32_t next, st
                     const float* amax, float* scale, float* pass_inv_scale, float fp8_max, std::int32_t margin,
                     void* stream);
 
+// dst[j * rows + i] = src[i * cols + j]: the transpose of a row-major rows x cols matrix of bytes
+// (fp8 codes), row-major cols x rows. Both dimensions must be multiples of 4 and both pointers
+// 4-byte aligned (fp8 GEMM operands: dimensions multiples of 16). The fp8 GEMM needs its left
+// operand row-major and its right one column-major, so a backward GEMM transposes fp8 copies; a
+// generic strided copy moves single bytes with uncoalesced accesses, this one 4-byte words
+// through a shared-memory tile (Note [byte transpose] in fp8_cuda.cu).
+void transpose_bytes(const std::uint8_t* src, std::uint8_t* dst, std::int64_t rows, std::int64_t cols,
+                     void* stream);
+
 }  // namespace autocastgen::kernels::fp8::cuda

@@ -1,5 +1,6 @@
 // `autocastgen stats FILE.json [FILE2.json] [--json]`: the per-op statistics the runtime writes
-// (AUTOCASTGEN_STATS, docs/insight.md) as a table, or the difference between two such files.
+// (AUTOCASTGEN_STATS, docs/insight.md) as a table, or the difference between two such files;
+// `--merge FILE...` sums files (one per rank, docs/distributed.md) into one table.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -29,9 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct StatsOptions {
-  fs::path a;
-  fs::path b;
+  std::vector<fs::path> files;
   bool json = false;
+  bool merge = false;
 };
 
 
@@ -384,12 +385,28 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
   }
 }
 
-int report_one(const fs::path& path, std::vector<OpStats> ops, bool as_json) {
+// Note [merging ranks]: `--merge` sums files entry by entry, matched by (op, rule): counts add,
+// largest magnitudes take the max and smallest the min (OpStats::add), as the runtime combines
+// two calls. Each rank of a distributed job writes its own file (AUTOCASTGEN_STATS=s.{rank}.json),
+// so the merged table is what the whole job did.
+std::vector<OpStats> merge_files(const std::vector<std::vector<OpStats>>& files) {
+  std::vector<OpStats> out;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const auto& ops : files) {
+    for (const OpStats& op : ops) {
+      if (auto [it, inserted] = index.emplace(op.key(), out.size()); inserted) out.push_back(op);
+      else out[it->second].add(op);
+    }
+  }
+  return out;
+}
+
+int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json) {
   sort_ops(ops);
   const OpStats total = total_of(ops);
   if (as_json) {
     nlohmann::ordered_json out;
-    out["file"] = display_path(path);
+    out["file"] = title;
     out["ops"] = nlohmann::ordered_json::array();
     for (const OpStats& op : ops) out["ops"].push_back(op_json(op));
     nlohmann::ordered_json sum = op_json(total);
@@ -418,7 +435,7 @@ int report_one(const fs::path& path, std::vector<OpStats> ops, bool as_json) {
   };
   for (const OpStats& op : ops) rows.push_back(row_of(op, op.op, op.policy.empty() ? "-" : op.policy));
   rows.push_back(row_of(total, "total", ""));
-  std::cout << fmt::format("{}: {} op{}\n", display_path(path), ops.size(), ops.size() == 1 ? "" : "s");
+  std::cout << fmt::format("{}: {} op{}\n", title, ops.size(), ops.size() == 1 ? "" : "s");
   std::vector<bool> right = {false, false, true, false, true, true, true, true, true, true};
   if (with_ranges) right.insert(right.end(), 4, true);
   print_table(rows, right);
@@ -525,16 +542,28 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
 int run_stats(const StatsOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
-  std::optional<std::vector<OpStats>> a = read_stats(options.a, sources, diags);
-  std::optional<std::vector<OpStats>> b;
-  if (!options.b.empty()) b = read_stats(options.b, sources, diags);
-  if (!a || (!options.b.empty() && !b) || diags.has_errors()) {
+  if (!options.merge && options.files.size() > 2) {
+    std::cerr << fmt::format("autocastgen stats: {} files given; one prints it, two compare, more need --merge\n",
+                             options.files.size());
+    return 2;
+  }
+  std::vector<std::vector<OpStats>> read;
+  for (const fs::path& path : options.files) {  // every file read, so every error is reported
+    if (std::optional<std::vector<OpStats>> ops = read_stats(path, sources, diags)) read.push_back(std::move(*ops));
+  }
+  if (read.size() != options.files.size() || diags.has_errors()) {
     std::cerr << fmt::format("autocastgen: {} error{}; no report written\n", diags.error_count(),
                              diags.error_count() == 1 ? "" : "s");
     return 1;
   }
-  if (!b) return report_one(options.a, std::move(*a), options.json);
-  return report_diff(options.a, *a, options.b, *b, options.json);
+  if (options.merge) {
+    std::string title;
+    for (const fs::path& path : options.files) title += (title.empty() ? "" : " + ") + display_path(path);
+    if (options.files.size() > 1) title += fmt::format(" (merged, {} files)", options.files.size());
+    return report_one(title, merge_files(read), options.json);
+  }
+  if (read.size() == 1) return report_one(display_path(options.files[0]), std::move(read[0]), options.json);
+  return report_diff(options.files[0], read[0], options.files[1], read[1], options.json);
 }
 
 }  // namespace
@@ -543,8 +572,10 @@ VerbRunner add_stats_verb(CLI::App& app) {
   auto options = std::make_shared<StatsOptions>();
   CLI::App* verb = app.add_subcommand(
       "stats", "Per-op autocast statistics (AUTOCASTGEN_STATS files): a table, or the difference of two files");
-  verb->add_option("FILE", options->a, "Statistics JSON written by the runtime")->required();
-  verb->add_option("FILE2", options->b, "A second file: print what changed from FILE to FILE2");
+  verb->add_option("FILE", options->files,
+                   "Statistics JSON written by the runtime; a second file: print what changed from the first to it")
+      ->required();
+  verb->add_flag("--merge", options->merge, "Sum the files (e.g. one per rank) into one table");
   verb->add_flag("--json", options->json, "Machine-readable output");
   return [options] { return run_stats(*options); };
 }

@@ -31,6 +31,7 @@
 
 #include "autocastgen/runtime/watch.h"
 #include "autocastgen/torch/policy_call.h"
+#include "rank.h"
 #include "watch_internal.h"
 
 namespace autocastgen::stats {
@@ -95,6 +96,7 @@ using Key = std::pair<std::string, Policy>;
 struct Global {
   std::mutex mutex;
   std::map<Key, OpCounters> ops;
+  std::map<Key, uint64_t> compiled_calls;  // of ops' calls, those a compiled graph made (traced.cpp)
   int env_enables = 0;       // AUTOCASTGEN_STATS, AUTOCASTGEN_RECORD
   int explicit_enables = 0;  // enable()
   int range_enables = 0;
@@ -131,6 +133,7 @@ struct Entry {
   std::string op;
   Policy policy;
   OpCounters counters;
+  uint64_t compiled_calls = 0;
 };
 
 struct PointerKeyHash {
@@ -160,7 +163,10 @@ struct ThreadTable {
   }
 
   void zero() {
-    for (Entry& entry : entries) entry.counters = OpCounters{};
+    for (Entry& entry : entries) {
+      entry.counters = OpCounters{};
+      entry.compiled_calls = 0;
+    }
   }
 
   void catch_up_epoch() {
@@ -201,6 +207,8 @@ struct ThreadTable {
     if (epoch == g_epoch.load(std::memory_order_relaxed)) {
       for (const Entry& entry : entries)
         if (entry.counters.calls != 0) table.ops[{entry.op, entry.policy}].add(entry.counters);
+      for (const Entry& entry : entries)
+        if (entry.compiled_calls != 0) table.compiled_calls[{entry.op, entry.policy}] += entry.compiled_calls;
     }
     zero();
     epoch = g_epoch.load(std::memory_order_relaxed);
@@ -284,7 +292,7 @@ std::string ranges_json(const Ranges& r) {
          ", \"bfloat16_underflow\": " + std::to_string(r.bfloat16_underflow) + "}";
 }
 
-std::string to_json(const std::map<Key, OpCounters>& ops) {
+std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, uint64_t>& compiled_calls) {
   std::vector<const std::pair<const Key, OpCounters>*> sorted;
   sorted.reserve(ops.size());
   for (const auto& op : ops) sorted.push_back(&op);
@@ -320,6 +328,12 @@ std::string to_json(const std::map<Key, OpCounters>& ops) {
            ", \"output_max_abs\": " +
            (c.outputs_checked == c.nonfinite ? std::string("null") : json_number(c.output_max_abs));
     if (c.ranges.calls != 0) out += ", \"ranges\": " + ranges_json(c.ranges);
+    // Note [compiled calls]: calls a compiled graph made are counted from what their trace saw
+    // (traced.cpp); their cast-cache use is not known (AOTAutograd traces without the cache), so
+    // the entry says how many calls were compiled and which fields count the eager ones only.
+    if (const auto compiled = compiled_calls.find(op->first); compiled != compiled_calls.end() && compiled->second != 0)
+      out += ", \"compiled_calls\": " + std::to_string(compiled->second) +
+             ", \"eager_only\": [\"cache_hits\", \"cache_misses\", \"cache_evictions\"]";
     out += "}";
   }
   out += first ? "]}\n" : "\n]}\n";
@@ -329,11 +343,12 @@ std::string to_json(const std::map<Key, OpCounters>& ops) {
 std::string snapshot_locked() {
   Global& table = global();
   const std::lock_guard<std::mutex> lock(table.mutex);
-  return to_json(table.ops);
+  return to_json(table.ops, table.compiled_calls);
 }
 
 // Writes `text` to `path` through a temporary file renamed into place; the reason on failure.
-std::string write_file(const std::string& path, const std::string& text) {
+std::string write_file(const std::string& path_with_fields, const std::string& text) {
+  const std::string path = detail::with_rank(path_with_fields);  // Note [rank from the environment] in rank.h
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   std::FILE* file = std::fopen(temporary.c_str(), "w");
   if (file == nullptr) return std::strerror(errno);
@@ -415,10 +430,28 @@ const bool g_env_read = [] {
 }  // namespace
 
 OpCounters* thread_counters(const char* op, Policy policy) {
+  if (C10_UNLIKELY(detail::compiling_call()))  // Note [insight in compiled code] in traced.cpp
+    if (OpCounters* traced = detail::traced_counters(op, policy)) return traced;
   ThreadTable* table = thread_table();
   if (table == nullptr) return &t_sink;
   table->catch_up_epoch();
   return &table->find(op, policy)->counters;
+}
+
+void detail::count_compiled_call(const char* op, Policy policy, const OpCounters& traced) {
+  ThreadTable* table = thread_table();
+  if (table == nullptr) return;
+  table->catch_up_epoch();
+  Entry* entry = table->find(op, policy);
+  OpCounters& c = entry->counters;
+  c.calls += traced.calls;
+  c.casts += traced.casts;
+  c.cast_bytes += traced.cast_bytes;
+  for (size_t i = 0; i < kDtypeSlots; ++i) {
+    c.ran_in[i] += traced.ran_in[i];
+    c.input_dtypes[i] = c.input_dtypes[i] || traced.input_dtypes[i];
+  }
+  entry->compiled_calls += traced.calls;
 }
 
 void enable() {
@@ -528,6 +561,7 @@ void reset() {
     Global& table = global();
     const std::lock_guard<std::mutex> lock(table.mutex);
     table.ops.clear();
+    table.compiled_calls.clear();
     g_epoch.fetch_add(1, std::memory_order_relaxed);
   }
   detail::reset_watch_events();

@@ -19,6 +19,7 @@
 
 #include "autocastgen/torch/policy_call.h"
 #include "boxed_args.h"
+#include "rank.h"
 #include "watch_internal.h"
 
 namespace autocastgen::stats {
@@ -110,7 +111,10 @@ Events& events() {
 // from C++, there is no such op or no Python frame, and the report has no line. (PyTorch's
 // CapturedTraceback could gather the frames from C++ too, but its symbolizer imports torch._dynamo
 // on first use: seconds.)
+thread_local const std::string* t_traced_line = nullptr;
+
 std::string user_line() {
+  if (t_traced_line != nullptr) return *t_traced_line;  // a compiled call: its line when traced
   try {
     const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({"autocastgen::watch_user_line", ""});
     if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return {};
@@ -133,7 +137,9 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
   lock.unlock();  // the user's line takes the GIL: never while holding our lock
 
   const bool nan = std::isnan(bounds[0]) || std::isnan(bounds[1]);
-  std::string message = "autocastgen: non-finite output: " + std::string(site.op) + " (rule " + policy_name(policy) +
+  const std::string rank = detail::rank_from_env();  // which rank of a distributed job saw it
+  std::string message = "autocastgen: non-finite output" + (rank.empty() ? std::string() : " on rank " + rank) +
+                        ": " + std::string(site.op) + " (rule " + policy_name(policy) +
                         ", ran in " + detail::dtype_name(ran_in) + ") returned " +
                         (nan ? "NaN" : bounds[1] == std::numeric_limits<double>::infinity() ? "inf" : "-inf") +
                         " in output " + std::to_string(index) + " (" + describe(output) + "); inputs:";
@@ -157,6 +163,8 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
 }
 
 }  // namespace
+
+void detail::set_traced_line(const std::string* line) { t_traced_line = line; }
 
 void detail::reset_watch_events() {
   Events& state = events();
@@ -214,6 +222,7 @@ at::ScalarType observe_inputs(OpCounters& counters, uint32_t active, const Tenso
 
 void observe_outputs(const torch::Site& site, Policy policy, at::ScalarType ran_in, OpCounters& counters,
                      uint32_t active, const Tensors& inputs, const Tensors& outputs) {
+  if (C10_UNLIKELY(detail::compiling_call())) return detail::observe_traced_call(site, policy, ran_in, inputs, outputs);
   const bool ranges = (active & detail::kRanges) != 0;
   if (ranges) ++counters.ranges.calls;
   std::optional<size_t> bad;

@@ -39,6 +39,7 @@ def init_rank(rank: int, world: int, port: int) -> None:
     import torch.distributed as dist
 
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), str(world)  # as torchrun sets them
     torch.set_num_threads(1)  # two ranks on a two-core machine
     store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=timedelta(seconds=60))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timedelta(seconds=60))

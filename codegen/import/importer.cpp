@@ -444,19 +444,24 @@ std::optional<size_t> parameter_index(const clang::Expr* e) {
   return parameter->getFunctionScopeIndex();
 }
 
+// The mark a call of rt::keep / rt::to_fp32 / rt::to_lower_precision puts on its argument.
+std::optional<policy::ArgCast> marker_cast(const clang::FunctionDecl* f) {
+  if (runtime_function(f, "keep")) return policy::ArgCast::keep;
+  if (runtime_function(f, "to_fp32")) return policy::ArgCast::fp32;
+  if (runtime_function(f, "to_lower_precision")) return policy::ArgCast::lower_precision;
+  return std::nullopt;
+}
+
 // The arguments a driver call marks with rt::keep / rt::to_fp32 / rt::to_lower_precision.
 std::vector<std::pair<size_t, policy::ArgCast>> marked_arguments(const clang::CallExpr* driver) {
   std::vector<std::pair<size_t, policy::ArgCast>> out;
   for (const clang::Expr* argument : driver->arguments()) {
     const auto* marker = llvm::dyn_cast_or_null<clang::CallExpr>(strip(argument));
     if (!marker || marker->getNumArgs() != 1) continue;
-    const clang::FunctionDecl* f = marker->getDirectCallee();
-    const std::optional<policy::ArgCast> cast = runtime_function(f, "keep")         ? std::optional(policy::ArgCast::keep)
-                                                : runtime_function(f, "to_fp32")    ? std::optional(policy::ArgCast::fp32)
-                                                : runtime_function(f, "to_lower_precision") ? std::optional(policy::ArgCast::lower_precision)
-                                                                                    : std::nullopt;
+    const std::optional<policy::ArgCast> cast = marker_cast(marker->getDirectCallee());
     const std::optional<size_t> index = parameter_index(marker->getArg(0));
-    if (cast && index) out.emplace_back(*index, *cast);
+    if (!cast.has_value() || !index.has_value()) continue;
+    out.push_back({index.value(), cast.value()});
   }
   return out;
 }

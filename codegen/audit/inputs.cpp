@@ -149,7 +149,7 @@ class ManifestReader {
 
 std::optional<policy::ResolvedPolicy> read_manifest(uint32_t file, std::string name, const model::SchemaSet& schemas,
                                                     const SourceManager& sources, DiagnosticEngine& diags) {
-  std::optional<YamlNode> root = parse_yaml(sources, file, diags, "JSON");
+  std::optional<YamlNode> root = parse_yaml(sources, file, diags, "JSON", "manifests");
   if (!root) return std::nullopt;
   policy::ResolvedPolicy policy;
   policy.source = PolicySource::manifest;

@@ -318,10 +318,11 @@ std::string_view wide_encoding(std::string_view text) {
 }
 
 // Note [bytes YAML cannot hold]. Returns false when it reported anything.
-[[nodiscard]] bool check_bytes(uint32_t file, std::string_view text, DiagnosticEngine& diags) {
+[[nodiscard]] bool check_bytes(uint32_t file, std::string_view text, DiagnosticEngine& diags, std::string_view language,
+                               std::string_view files) {
   if (const std::string_view encoding = wide_encoding(text); !encoding.empty()) {
-    diags.error({file, 0}, fmt::format("file is {} ({}-endian); policy and schema files must be UTF-8", encoding.substr(0, 6),
-                                       encoding.ends_with("LE") ? "little" : "big"));
+    diags.error({file, 0}, fmt::format("file is {} ({}-endian); {} must be UTF-8", encoding.substr(0, 6),
+                                       encoding.ends_with("LE") ? "little" : "big", files));
     return false;
   }
   size_t found = 0;
@@ -330,13 +331,12 @@ std::string_view wide_encoding(std::string_view text) {
     const size_t length = utf8_sequence(text, i, code_point);
     std::string problem;
     if (length == 0) {
-      problem = fmt::format("byte 0x{:02X} is not UTF-8; policy and schema files must be UTF-8",
-                            static_cast<unsigned char>(text[i]));
+      problem = fmt::format("byte 0x{:02X} is not UTF-8; {} must be UTF-8", static_cast<unsigned char>(text[i]), files);
     } else if (code_point == 0) {
-      problem = "NUL byte; YAML text cannot hold control characters";
+      problem = fmt::format("NUL byte; {} text cannot hold control characters", language);
     } else if ((code_point < 0x20 && code_point != '\t' && code_point != '\n' && code_point != '\r') ||
                code_point == 0x7F || (code_point >= 0x80 && code_point <= 0x9F && code_point != 0x85)) {
-      problem = fmt::format("control character U+{:04X}; YAML text cannot hold control characters", code_point);
+      problem = fmt::format("control character U+{:04X}; {} text cannot hold control characters", code_point, language);
     }
     if (!problem.empty() && ++found <= kMaxByteErrors) diags.error({file, static_cast<uint32_t>(i)}, problem);
     i += std::max<size_t>(length, 1);
@@ -364,10 +364,10 @@ void report_tab_indentation(const SourceManager& sources, uint32_t file, std::st
 }  // namespace
 
 std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                   std::string_view language) {
+                                   std::string_view language, std::string_view files) {
   const std::string_view text = sources.text(file);
   const size_t errors_before = diags.error_count();
-  if (!check_bytes(file, text, diags)) return std::nullopt;
+  if (!check_bytes(file, text, diags, language, files)) return std::nullopt;
   report_tab_indentation(sources, file, text, diags);
   if (diags.error_count() != errors_before) return std::nullopt;
   // yaml-cpp drops a byte-order mark without counting it in its marks: parse from past it.

@@ -67,8 +67,11 @@ inline constexpr size_t kMaxYamlDepth = 64;
 // indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
 // is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8, control
 // characters and nesting deeper than kMaxYamlDepth are errors (Note [bytes YAML cannot hold]).
-// `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML).
+// `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML) and
+// in control-character errors; `files` names what the file is in encoding errors ("statistics
+// files must be UTF-8").
 [[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                                 std::string_view language = "YAML");
+                                                 std::string_view language = "YAML",
+                                                 std::string_view files = "policy and schema files");
 
 }  // namespace autocastgen

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from ._runtime import load_runtime
+
 _local = threading.local()
 _entry_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _guarded: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -62,11 +64,17 @@ def _install_guard(expected: str, builder: Any, guard: Any) -> None:
     )
 
 
-def note_read() -> None:
-    """Guards the frame being traced on the state at its entry (Note [guards on the own state])."""
+def note_read() -> bool:
+    """Guards the frame being traced on the state at its entry (Note [guards on the own state]).
+
+    Returns whether torch.compile is tracing (the runtime then counts and observes the call through
+    ops in the graph: Note [insight in compiled code] in runtime/torch/traced.cpp).
+    """
     context = _tracing_context()
-    if context is None or context in _guarded:
-        return
+    if context is None:
+        return False
+    if context in _guarded:
+        return True
     _guarded.add(context)
     expected = _entry_keys.get(context)
     if expected is None:
@@ -76,6 +84,7 @@ def note_read() -> None:
     context.guards_context.dynamo_guards.add(
         torch._guards.Guard(GlobalStateSource(), functools.partial(_install_guard, expected))
     )
+    return True
 
 
 def _frames() -> list[tuple[int, int]]:
@@ -166,13 +175,22 @@ def read(op_name: str, *args: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _define_note_op() -> torch.library.Library:
+def _define_ops() -> torch.library.Library:
+    load_runtime()  # the ops below are the runtime's
     library = torch.library.Library("autocastgen", "FRAGMENT")
-    library.define("trace_note_read() -> ()")
+    library.define("trace_note_read() -> bool")
     library.impl("trace_note_read", note_read, "CPU")
+    # The ops a traced driver call puts into the graph (runtime/torch/traced.cpp): they act when
+    # the graph runs, so tracing sees nothing, and they must stay in the graph, in order.
+    from torch._library.effects import EffectType
+
+    for name in ("stats_traced_call", "observe_traced"):
+        torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
+        torch.library._register_effectful_op(getattr(torch.ops.autocastgen, name).default, EffectType.ORDERED)
     return library
 
 
-# Kept for the life of the module: dropping the library unregisters the op.
-if not hasattr(torch.ops.autocastgen, "trace_note_read"):
-    _library = _define_note_op()
+# Kept for the life of the module: dropping the library unregisters the ops' registrations. A
+# reload of this module keeps the first (its globals survive the reload).
+if "_library" not in globals():
+    _library = _define_ops()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -61,12 +62,34 @@ _SKIPPED = (
 
 
 def _user_line() -> str:
+    traced = _traced_user_line()
+    if traced is not None:
+        return traced
     frame = sys._getframe(1)
     while frame is not None:
         if not frame.f_code.co_filename.startswith(_SKIPPED):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return ""
+
+
+def _traced_user_line() -> str | None:
+    """While torch.compile replays a graph, the user's line of the node being replayed (its stack
+    trace, which Dynamo recorded); None outside such a replay."""
+    try:
+        import torch.fx.traceback as fx_traceback
+
+        meta = fx_traceback.get_current_meta() if fx_traceback.has_preserved_node_meta() else None
+    except Exception:  # noqa: BLE001 - an older torch without these: fall back to the frames
+        return None
+    stack = (meta or {}).get("stack_trace")
+    if not stack:
+        return None
+    line = ""
+    for match in re.finditer(r'File "([^"]+)", line (\d+)', stack):
+        if not match.group(1).startswith(_SKIPPED):
+            line = f"{match.group(1)}:{match.group(2)}"
+    return line
 
 
 def _define_user_line() -> torch.library.Library:

@@ -18,9 +18,9 @@ c10::DispatchKey autocast_key(c10::DeviceType device);
 // This thread's state of `device` in one thread-local lookup (the cast cache's hit path).
 const DeviceAutocastState& thread_device_state(c10::DeviceType device);
 
-// Whether `tensor` is being traced (torch.compile, make_fx): a tensor without data (meta, a
-// Python subclass such as FakeTensor, a functional wrapper) or any tensor while a
-// TorchDispatchMode is active (traced.cpp; Note [reads while tracing]).
+// Whether `tensor` is a traced one (torch.compile, make_fx): without data of its own (meta, a
+// Python subclass such as FakeTensor, a functional wrapper). A real tensor seen by a
+// TorchDispatchMode (a counting mode in eager code) is not (traced.cpp).
 bool is_traced(const at::Tensor& tensor);
 
 // Called by every driver call (wrapper_trace): while tracing, tells the Python package that the

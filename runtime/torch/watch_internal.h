@@ -5,6 +5,9 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "autocastgen/runtime/stats.h"
+#include "autocastgen/runtime/watch.h"
+
 namespace autocastgen::stats::detail {
 
 // PyTorch-style dtype name (torch.bfloat16 -> "bfloat16"); "none" for Undefined.
@@ -12,5 +15,20 @@ std::string dtype_name(c10::ScalarType dtype);
 
 // Forgets the first non-finite event and which ops have warned (reset()).
 void reset_watch_events();
+
+// Note [insight in compiled code] in traced.cpp. Whether the driver call running on this thread is
+// being traced by torch.compile (told by the Python package at the call's start).
+bool compiling_call();
+// The counters of a call being traced: a record the graph's stats_traced_call op adds to the table
+// each time the compiled graph runs. Null when the record cannot be emitted (no Python package).
+OpCounters* traced_counters(const char* op, Policy policy);
+// A compiled call's counts (calls, casts, cast bytes, ran_in, input dtypes), added to this thread's
+// entry for (op, policy) and to its compiled_calls.
+void count_compiled_call(const char* op, Policy policy, const OpCounters& traced);
+// Instead of observing fake tensors: puts the op observe_traced into the graph being traced.
+void observe_traced_call(const torch::Site& site, Policy policy, at::ScalarType ran_in, const Tensors& inputs,
+                         const Tensors& outputs);
+// The user's line of a compiled call's event, recorded when it was traced (empty: find it as eager).
+void set_traced_line(const std::string* line);
 
 }  // namespace autocastgen::stats::detail

@@ -121,6 +121,11 @@ SAMPLES = {
     "autocastgen::non_finite_check_and_unscale_": [
         (lambda: ((_grads(), torch.zeros(1), torch.full((1,), 0.5)), {}), ALL, ""),
     ],
+    # What a traced driver call puts into a compiled graph (Note [insight in compiled code]); with
+    # the insight off, as here, it does nothing.
+    "autocastgen::observe_traced": [
+        (lambda: (([_rand(4, 8, requires_grad=True)], [_rand(4, 4)], 0), {}), ALL, ""),
+    ],
     "autocastgen::update_scale_": [
         (lambda: ((torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.zeros(1), 2.0, 0.5, 3), {}),
          NO_AOT, "returns Tensor(a!)"),

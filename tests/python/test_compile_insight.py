@@ -1,0 +1,163 @@
+"""Statistics, the non-finite watch and record-only mode in compiled code (docs/compile.md).
+
+N compiled calls count as N eager calls in `calls`, `ran_in` and `input_dtypes`, marked as compiled
+(`compiled_calls`, the cache fields `eager_only`); the watch raises and warns in compiled code
+with eager's message (op and user's line); record-only mode records compiled calls; switching any
+of them on after compiling traces again at the next call, and with everything off the graph holds
+no op of ours. Through the generated CPU library under torch.autocast, backend aot_eager.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+CPU_LIB = BUILD / "lib" / "libautocastgen_torch_cpu.so"
+if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file() or not CPU_LIB.is_file():
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+        raise RuntimeError(f"{BUILD} has no python/autocastgen or {CPU_LIB.name}: build the default targets")
+    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+sys.path.insert(0, str(BUILD / "python"))
+
+import autocastgen  # noqa: E402
+from torch._dynamo.backends.common import aot_autograd  # noqa: E402
+from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
+
+torch.ops.load_library(str(CPU_LIB))
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    autocastgen.insight.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def make_model(overflow: bool = False) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    if overflow:
+        with torch.no_grad():
+            model[0].weight.fill_(0.5)  # 8 inputs of 60000: 240000, above float16's 65504
+    return model
+
+
+def step_of(model: torch.nn.Module, dtype: torch.dtype):
+    target = torch.arange(32) % 4
+
+    def step(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return torch.nn.functional.cross_entropy(model(x), target)  # linear: lower, loss: fp32
+
+    return step
+
+
+X = torch.randn(32, 8)
+BIG = torch.full((32, 8), 60000.0)
+
+
+def by_op(table):
+    return {e["op"]: e for e in table["ops"]}
+
+
+def test_statistics_of_compiled_calls_equal_eager_calls() -> None:
+    step = step_of(make_model(), torch.bfloat16)
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    compiled(X)  # traced with statistics off: the next call traces again
+    with autocastgen.stats() as eager:
+        for _ in range(3):
+            step(X)
+    with autocastgen.stats() as comp:
+        for _ in range(3):
+            compiled(X)
+    eager_ops, comp_ops = by_op(eager.table), by_op(comp.table)
+    assert set(eager_ops) == set(comp_ops) == {"aten::linear", "aten::cross_entropy_loss"}
+    for op, want in eager_ops.items():
+        got = comp_ops[op]
+        for field in ("policy", "calls", "ran_in", "input_dtypes", "casts", "cast_bytes"):
+            assert got[field] == want[field], (op, field)  # casts too: each call opens its own scope
+        assert got["compiled_calls"] == got["calls"]
+        assert got["eager_only"] == ["cache_hits", "cache_misses", "cache_evictions"]
+        assert "compiled_calls" not in want and "eager_only" not in want
+    assert comp_ops["aten::linear"]["calls"] == 6 and comp_ops["aten::linear"]["ran_in"] == {"bfloat16": 6}
+
+
+def graphs_of(step):
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm.code)
+        return gm
+
+    counter = CompileCounterWithBackend(aot_autograd(fw_compiler=keep))
+    return torch.compile(step, backend=counter, fullgraph=True), counter, graphs
+
+
+def test_switching_on_traces_again_and_off_adds_no_nodes() -> None:
+    compiled, counter, graphs = graphs_of(step_of(make_model(), torch.bfloat16))
+    compiled(X)
+    assert "autocastgen" not in graphs[-1]  # everything off: casts and the ops, nothing of ours
+    with autocastgen.stats() as s:
+        compiled(X)
+    assert counter.frame_count == 2
+    assert "autocastgen.stats_traced_call" in graphs[-1]
+    assert by_op(s.table)["aten::linear"]["calls"] == 2
+    compiled(X)  # off again: the first graph, no new trace
+    assert counter.frame_count == 2
+    with autocastgen.watch("record"):
+        compiled(X)
+    assert counter.frame_count == 3
+    assert "autocastgen.observe_traced" in graphs[-1]
+
+
+def eager_and_compiled_errors(step):
+    messages = []
+    for fn in (step, torch.compile(step, backend="aot_eager", fullgraph=True)):
+        with autocastgen.watch("raise"), pytest.raises(RuntimeError) as error:
+            fn(BIG)
+        messages.append(str(error.value).splitlines()[0])
+    return messages
+
+
+def test_the_watch_raises_in_compiled_code_with_eagers_message() -> None:
+    step = step_of(make_model(overflow=True), torch.float16)
+    eager, compiled = eager_and_compiled_errors(step)
+    assert eager.startswith("autocastgen: non-finite output: aten::linear (rule lower_precision_fp, ran in float16)")
+    assert f"called from {__file__}:" in eager  # the line of model(x) in step
+    assert compiled == eager
+
+
+def test_the_watch_warns_in_compiled_code_and_counts() -> None:
+    step = step_of(make_model(overflow=True), torch.float16)
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    with warnings.catch_warnings(record=True) as caught, autocastgen.stats() as s:
+        warnings.simplefilter("always")
+        with autocastgen.watch("warn"):
+            compiled(BIG)
+    messages = [str(w.message) for w in caught if "non-finite output" in str(w.message)]
+    assert messages and "aten::linear" in messages[0] and f"called from {__file__}:" in messages[0]
+    linear = by_op(s.table)["aten::linear"]
+    assert linear["outputs_checked"] == 2 and linear["nonfinite"] >= 1
+
+
+def test_record_only_records_compiled_calls_as_eager() -> None:
+    step = step_of(make_model(overflow=True), torch.float16)
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    with autocastgen.record() as eager:
+        step(BIG)
+    with autocastgen.record() as comp:
+        compiled(BIG)
+    for op, want in by_op(eager.table).items():
+        got = by_op(comp.table)[op]
+        assert got["calls"] == want["calls"] and got["ran_in"] == want["ran_in"]
+        assert list(got["ran_in"]) == ["float32"]  # nothing cast
+        assert got["ranges"]["float16_overflow"] == want["ranges"]["float16_overflow"]
+        assert got["ranges"]["output_max_abs"] == want["ranges"]["output_max_abs"]

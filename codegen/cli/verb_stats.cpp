@@ -89,6 +89,7 @@ struct OpStats {
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
   uint64_t cache_evictions = 0;
+  uint64_t compiled_calls = 0;  // of calls, those compiled graphs made: their cache use is not known
   uint64_t outputs_checked = 0;
   uint64_t nonfinite = 0;
   std::optional<double> output_max_abs;  // not measured: no finite output checked
@@ -101,6 +102,7 @@ struct OpStats {
     cache_hits += other.cache_hits;
     cache_misses += other.cache_misses;
     cache_evictions += other.cache_evictions;
+    compiled_calls += other.compiled_calls;
     outputs_checked += other.outputs_checked;
     nonfinite += other.nonfinite;
     output_max_abs = max_of(output_max_abs, other.output_max_abs);
@@ -195,6 +197,7 @@ class StatsReader {
     ok = count(item, "cache_hits", op.cache_hits, true) && ok;
     ok = count(item, "cache_misses", op.cache_misses, false) && ok;
     ok = count(item, "cache_evictions", op.cache_evictions, false) && ok;
+    ok = count(item, "compiled_calls", op.compiled_calls, false) && ok;
     ok = count(item, "outputs_checked", op.outputs_checked, false) && ok;
     ok = count(item, "nonfinite", op.nonfinite, false) && ok;
     ok = magnitude(item, "output_max_abs", op.output_max_abs) && ok;
@@ -302,8 +305,13 @@ std::string headroom_text(const std::optional<double>& max_abs) {
   return bits ? fmt::format("{:+.1f}", *bits) : "-";
 }
 
+// Note [compiled calls] in runtime/torch/stats.cpp: the cache fields count eager calls only, so
+// calls made by compiled graphs show as unknown ("?"), never as a zero.
 std::string cache_text(const OpStats& op) {
-  return fmt::format("{}/{}/{}", op.cache_hits, op.cache_misses, op.cache_evictions);
+  if (op.compiled_calls == 0) return fmt::format("{}/{}/{}", op.cache_hits, op.cache_misses, op.cache_evictions);
+  if (op.compiled_calls >= op.calls) return "? (compiled)";
+  return fmt::format("{}/{}/{} +? ({} compiled)", op.cache_hits, op.cache_misses, op.cache_evictions,
+                     op.compiled_calls);
 }
 
 std::string nonfinite_text(const OpStats& op) {
@@ -340,6 +348,7 @@ nlohmann::ordered_json op_json(const OpStats& op) {
   out["cache_hits"] = op.cache_hits;
   out["cache_misses"] = op.cache_misses;
   out["cache_evictions"] = op.cache_evictions;
+  if (op.compiled_calls != 0) out["compiled_calls"] = op.compiled_calls;
   out["outputs_checked"] = op.outputs_checked;
   out["nonfinite"] = op.nonfinite;
   out["output_max_abs"] = number_json(op.output_max_abs);

@@ -166,6 +166,13 @@ def exit_frame() -> None:
     frames.pop()
 
 
+@torch._dynamo.allow_in_graph
+def refuse(message: str) -> None:
+    """Fails the trace with `message`: Dynamo runs this while tracing and reports its error (a
+    raise in traced code would only say "Observed exception")."""
+    raise RuntimeError(message)
+
+
 @torch._dynamo.assume_constant_result
 def read(op_name: str, *args: Any) -> Any:
     """A state query or capture inside a compiled function: a constant of the trace, guarded."""

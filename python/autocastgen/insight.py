@@ -154,10 +154,25 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
                     del entry["ranges"]
             ran_in = {d: n - old["ran_in"].get(d, 0) for d, n in entry["ran_in"].items()}
             entry["ran_in"] = {d: n for d, n in ran_in.items() if n}
+            if "compiled_calls" in entry:  # Note [compiled calls] in runtime/torch/stats.cpp
+                entry["compiled_calls"] -= old.get("compiled_calls", 0)
+                if not entry["compiled_calls"]:
+                    del entry["compiled_calls"], entry["eager_only"]
         if entry["calls"]:
             ops.append(entry)
     ops.sort(key=lambda e: (-e["calls"], e["op"], e.get("policy", "")))
     return {"version": after["version"], "ops": ops}
+
+
+def _refuse_compiling(what: str) -> None:
+    # The switches are process-wide state a graph cannot change; around the compiled call they work.
+    if torch.compiler.is_compiling():
+        from . import _traced
+
+        _traced.refuse(
+            f"{what} inside a function torch.compile traces: switch statistics, the watch and record-only "
+            "mode around the compiled call instead (its calls are counted and checked, docs/compile.md)"
+        )
 
 
 class Stats:
@@ -184,6 +199,7 @@ class Stats:
         return found
 
     def __enter__(self) -> Stats:
+        _refuse_compiling(f"autocastgen.{'record' if self._enable == 'record_enable' else 'stats'}()")
         self._before = snapshot()
         getattr(_ops(), self._enable)()
         if self._ranges:
@@ -242,6 +258,7 @@ class _Watch:
         self._previous: str | None = None
 
     def __enter__(self) -> _Watch:
+        _refuse_compiling("autocastgen.watch()")
         self._previous = set_finite_mode(self._mode)
         return self
 

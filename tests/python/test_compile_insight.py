@@ -88,6 +88,9 @@ def test_statistics_of_compiled_calls_equal_eager_calls() -> None:
         assert got["eager_only"] == ["cache_hits", "cache_misses", "cache_evictions"]
         assert "compiled_calls" not in want and "eager_only" not in want
     assert comp_ops["aten::linear"]["calls"] == 6 and comp_ops["aten::linear"]["ran_in"] == {"bfloat16": 6}
+    with autocastgen.stats() as again:  # a block's table: its own compiled calls, or none
+        step(X)
+    assert "compiled_calls" not in by_op(again.table)["aten::linear"]
 
 
 def graphs_of(step):
@@ -161,3 +164,17 @@ def test_record_only_records_compiled_calls_as_eager() -> None:
         assert list(got["ran_in"]) == ["float32"]  # nothing cast
         assert got["ranges"]["float16_overflow"] == want["ranges"]["float16_overflow"]
         assert got["ranges"]["output_max_abs"] == want["ranges"]["output_max_abs"]
+
+
+@pytest.mark.parametrize("block", [lambda: autocastgen.stats(), lambda: autocastgen.watch("raise"),
+                                   lambda: autocastgen.record()], ids=["stats", "watch", "record"])
+def test_switching_inside_a_compiled_function_fails_at_trace_time(block) -> None:
+    model = make_model()
+
+    def step(x):
+        with block():
+            return model(x)
+
+    with pytest.raises(Exception, match="inside a function torch.compile traces: switch statistics"):
+        torch.compile(step, backend="aot_eager", fullgraph=True)(X)
+    assert autocastgen.insight.finite_mode() == "off" and not autocastgen.insight.enabled()

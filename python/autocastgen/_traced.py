@@ -187,13 +187,15 @@ def _define_ops() -> torch.library.Library:
     library = torch.library.Library("autocastgen", "FRAGMENT")
     library.define("trace_note_read() -> bool")
     library.impl("trace_note_read", note_read, "CPU")
-    # The ops a traced driver call puts into the graph (runtime/torch/traced.cpp): they act when
-    # the graph runs, so tracing sees nothing, and they must stay in the graph, in order.
+    # The ops a traced driver call puts into the graph (Note [insight in compiled code] in
+    # runtime/torch/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
+    # must stay in the graph.
     from torch._library.effects import EffectType
 
     for name in ("stats_traced_call", "observe_traced"):
         torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
-        torch.library._register_effectful_op(getattr(torch.ops.autocastgen, name).default, EffectType.ORDERED)
+    torch.library._register_effectful_op(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
+    torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
     return library
 
 

@@ -92,8 +92,10 @@ namespace autocastgen::stats::detail {
 // into the graph that replay it: stats_traced_call(id) adds the record's calls, casts, cast bytes,
 // ran_in and input dtypes to the table each time the graph runs (the trace is complete by then),
 // and observe_traced(inputs, outputs, id) checks the real tensors as the watch and the range
-// record do eagerly, naming the line the trace recorded. Both are effectful ops, kept and ordered
-// by AOTAutograd and Inductor. Their calls count as compiled_calls: the cast cache's fields are
+// record do eagerly, naming the line the trace recorded. stats_traced_call is an effectful op
+// (kept and ordered by AOTAutograd and Inductor); observe_traced is marked side-effectful only
+// (kept, and run once its tensors exist): Inductor (PyTorch 2.15) frees a buffer that an
+// effectful op reads before the kernels that still read it, which broke the generated code. Their calls count as compiled_calls: the cast cache's fields are
 // not known for them (Note [compiled calls] in stats.cpp). With everything off nothing is emitted,
 // and the guard of Note [reads while tracing] includes the switch word, so turning any of them on
 // traces again at the next call. Records live for the process (one per traced driver call).

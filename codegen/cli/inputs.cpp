@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "schema/schema_file.h"
-#include "support/python.h"
+#include "host/python.h"
 
 namespace autocastgen::cli {
 

@@ -11,7 +11,7 @@
 #include "emit/output_writer.h"
 #include "emit/torch_target.h"
 #include "policy/resolver.h"
-#include "support/hash.h"
+#include "host/hash.h"
 #include "support/paths.h"
 
 namespace autocastgen::cli {

@@ -51,7 +51,7 @@
 
 #include "emit/torch_signature.h"
 #include "policy/resolver.h"
-#include "support/python.h"
+#include "host/python.h"
 #include "support/strings.h"
 
 #ifndef AUTOCASTGEN_TORCH_DIR_DEFAULT

@@ -18,7 +18,7 @@ namespace autocastgen::torch {
 enum class ArgKind { other, tensor, tensor_list, optional_tensor, optional_tensor_list };
 
 // What an entry's `args:` makes of one argument (Note [precision rules] in
-// codegen/policy/policy.h): follow the entry's list, or keep / fp32 / lower precision.
+// core/policy/policy.h): follow the entry's list, or keep / fp32 / lower precision.
 enum class ArgOverride : uint8_t { follow, keep, fp32, lower_precision };
 
 // The op's arguments on the stack: stack[base + i] is argument i, of kind kinds[i].

@@ -14,7 +14,7 @@
 
 namespace autocastgen::stats {
 
-// The rule a driver applied (Note [policy semantics] in codegen/policy/policy.h).
+// The rule a driver applied (Note [policy semantics] in core/policy/policy.h).
 enum class Policy : uint8_t { lower_precision_fp, fp32, promote, fp32_set_opt_dtype, fp32_append_dtype, banned, fp8 };
 TORCH_API const char* policy_name(Policy policy);
 

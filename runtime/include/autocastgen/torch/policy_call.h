@@ -387,7 +387,7 @@ const First& first_of(const First& first, const Rest&...) {
   return first;
 }
 
-// ---- The six cast policies (Note [policy semantics] in codegen/policy/policy.h; fp8 is above).
+// ---- The six cast policies (Note [policy semantics] in core/policy/policy.h; fp8 is above).
 // Each starts a Call and, while the state is off, calls the op untouched.
 
 // Every eligible argument cast to the lower-precision dtype.
@@ -484,7 +484,7 @@ decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, c
   return call.run(op, cast_arg(call, args, to)...);
 }
 
-// ---- Precision rules (Note [precision rules] in codegen/policy/policy.h): a wrapper with
+// ---- Precision rules (Note [precision rules] in core/policy/policy.h): a wrapper with
 // conditional entries reads the lower-precision dtype once, tests each entry's condition in order
 // and calls that entry's driver; a call no entry matches falls through.
 

@@ -1,5 +1,5 @@
 // SHA-256 through OpenSSL's EVP interface.
-#include "support/hash.h"
+#include "host/hash.h"
 
 #include <array>
 #include <stdexcept>

@@ -1,5 +1,5 @@
 // Runs `python -c` to ask importlib where a package lives.
-#include "support/python.h"
+#include "host/python.h"
 
 #include <array>
 #include <cstdio>

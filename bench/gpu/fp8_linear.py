@@ -208,10 +208,14 @@ def main():
     plan = [("linear", 128 if args.small else 4096, eager_only), ("linear", big, both),
             ("mlp", 256 if args.small else 4096, both)]
     rows = []
+    result = {"device": device_name(DEVICE), "torch": torch.__version__, "rows": rows}
     for kind, size, modes in plan:
         tokens = big if kind == "mlp" else size
         rows += run_row(kind, size, tokens, modes, iters=5 if args.small else 10)
-    result = {"device": device_name(DEVICE), "torch": torch.__version__, "rows": rows, "goals": goals(rows, big)}
+        if args.json:  # after every row: a run cut off by its time limit keeps what it measured
+            with open(args.json, "w") as fh:
+                json.dump(result, fh, indent=1)
+    result["goals"] = goals(rows, big)
     try:
         import torchao
 

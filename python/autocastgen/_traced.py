@@ -76,6 +76,7 @@ def note_read() -> bool:
     if context in _guarded:
         return True
     _guarded.add(context)
+    _key_the_compile_caches()
     expected = _entry_keys.get(context)
     if expected is None:
         expected = trace_key()
@@ -132,13 +133,11 @@ def _record_entry() -> None:
         _entry_keys[context] = trace_key()
 
 
-@torch._dynamo.allow_in_graph
 def enter_scope(device_type: str, dtype: torch.dtype | None, enabled: bool, cache_enabled: bool) -> None:
     """autocast.__enter__ inside a compiled function (Note [scopes under torch.compile])."""
     _record_entry_then_open(lambda: _ops().autocast_enter(device_type, dtype, enabled, cache_enabled))
 
 
-@torch._dynamo.allow_in_graph
 def enter_state(encoded: tuple[int, ...]) -> None:
     """state_guard.__enter__ inside a compiled function."""
     _record_entry_then_open(lambda: _ops().autocast_state_enter(list(encoded)))
@@ -155,7 +154,6 @@ def _record_entry_then_open(enter: Any) -> None:
     _frames().append((id(context), depth))
 
 
-@torch._dynamo.allow_in_graph
 def exit_frame() -> None:
     """The __exit__ of a scope or state entered inside a compiled function."""
     frames = _frames()
@@ -166,20 +164,38 @@ def exit_frame() -> None:
     frames.pop()
 
 
-@torch._dynamo.allow_in_graph
 def refuse(message: str) -> None:
     """Fails the trace with `message`: Dynamo runs this while tracing and reports its error (a
     raise in traced code would only say "Observed exception")."""
     raise RuntimeError(message)
 
 
-@torch._dynamo.assume_constant_result
 def read(op_name: str, *args: Any) -> Any:
     """A state query or capture inside a compiled function: a constant of the trace, guarded."""
     note_read()
     with _disable_current_modes():
         value = getattr(_ops(), op_name)(*args)
     return tuple(value) if isinstance(value, list) else value
+
+
+def prepare() -> bool:
+    """Marks the functions above for Dynamo; call it in traced code before them.
+
+    Dynamo runs it for real while tracing (a constant result, like read), so the package does not
+    import torch._dynamo (a second) when it is imported: only a trace, which has imported it, does.
+    """
+    global _prepared
+    if not _prepared:
+        for fn in (enter_scope, enter_state, exit_frame, refuse):
+            torch._dynamo.allow_in_graph(fn)
+        _prepared = True
+    return True
+
+
+_prepared = False
+# What torch._dynamo.assume_constant_result sets, without importing torch._dynamo.
+prepare._dynamo_marked_constant = True  # type: ignore[attr-defined]
+read._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def _define_ops() -> torch.library.Library:
@@ -197,6 +213,39 @@ def _define_ops() -> torch.library.Library:
     torch.library._register_effectful_op(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
     torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
     return library
+
+
+def _key_the_compile_caches() -> None:
+    """Note [the state in compile cache keys]: Dynamo's guards keep a graph of one state from
+    running in another, but PyTorch's compile caches look graphs up by a key of their own:
+    AOTAutograd's by Dynamo's graph and PyTorch's autocast state, which a graph compiled around an
+    own scope (or with statistics on) shares with one compiled without. Inductor puts the uuid() of
+    its custom graph passes into both caches' keys, so a pass that changes nothing adds the calling
+    thread's trace key to them. Installed by the first traced read (Dynamo's, before AOTAutograd
+    computes its key), not at import: torch._inductor takes a second to import."""
+    global _cache_key_installed
+    if _cache_key_installed:
+        return
+    _cache_key_installed = True
+    import torch._inductor.config as inductor_config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class StateInCacheKey(CustomGraphPass):
+        def __call__(self, graph: torch.fx.graph.Graph) -> None:
+            pass
+
+        def uuid(self) -> str:
+            return "autocastgen:" + trace_key()
+
+    passes = inductor_config.post_grad_custom_post_pass
+    if passes is None:
+        passes = []
+    elif not isinstance(passes, (list, tuple)):
+        passes = [passes]
+    inductor_config.post_grad_custom_post_pass = [*passes, StateInCacheKey()]
+
+
+_cache_key_installed = False
 
 
 # Kept for the life of the module: dropping the library unregisters the ops' registrations. A

@@ -169,6 +169,7 @@ def _refuse_compiling(what: str) -> None:
     if torch.compiler.is_compiling():
         from . import _traced
 
+        _traced.prepare()
         _traced.refuse(
             f"{what} inside a function torch.compile traces: switch statistics, the watch and record-only "
             "mode around the compiled call instead (its calls are counted and checked, docs/compile.md)"

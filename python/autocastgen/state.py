@@ -76,6 +76,7 @@ class _Scope:
         traceback: TracebackType | None,
     ) -> None:
         if torch.compiler.is_compiling():
+            _traced.prepare()
             _traced.exit_frame()
             return
         self._own_frames().close_innermost()
@@ -137,6 +138,7 @@ class autocast(_Scope):  # noqa: N801 - named like torch.autocast, which it mirr
 
     def __enter__(self) -> autocast:
         if torch.compiler.is_compiling():  # Note [scopes under torch.compile] in _traced.py
+            _traced.prepare()
             _traced.enter_scope(self.device_type, self.dtype, self.enabled, self.cache_enabled)
             return self
         depth = _ops().autocast_enter(self.device_type, self.dtype, self.enabled, self.cache_enabled)
@@ -187,6 +189,7 @@ class state_guard(_Scope):  # noqa: N801 - a context manager, named like one
 
     def __enter__(self) -> AutocastState:
         if torch.compiler.is_compiling():
+            _traced.prepare()
             _traced.enter_state(self.state.encoded)
             return self.state
         self._own_frames().push(_ops().autocast_state_enter(list(self.state.encoded)))

@@ -178,3 +178,28 @@ def test_switching_inside_a_compiled_function_fails_at_trace_time(block) -> None
     with pytest.raises(Exception, match="inside a function torch.compile traces: switch statistics"):
         torch.compile(step, backend="aot_eager", fullgraph=True)(X)
     assert autocastgen.insight.finite_mode() == "off" and not autocastgen.insight.enabled()
+
+
+def test_inductor_counts_and_raises_as_eager() -> None:
+    # Inductor compiles its own kernels around our ops (observe_traced must keep the buffers it
+    # reads alive for the kernels after it: Note [insight in compiled code]). Forward only, to keep
+    # the C++ compile short.
+    model = make_model(overflow=True)
+
+    def forward(x):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+            return torch.relu(model(x)).sum(dim=1)
+
+    compiled = torch.compile(forward, backend="inductor", fullgraph=True)
+    with autocastgen.stats() as eager:
+        forward(X)
+        forward(X)
+    with autocastgen.stats() as comp:
+        compiled(X)
+        compiled(X)
+    assert [(e["op"], e["calls"], e["ran_in"]) for e in comp.table["ops"]] == [
+        (e["op"], e["calls"], e["ran_in"]) for e in eager.table["ops"]]
+    torch.testing.assert_close(compiled(X), forward(X), rtol=1e-2, atol=1e-2)
+    with autocastgen.watch("raise"), pytest.raises(RuntimeError, match="non-finite output: aten::linear") as error:
+        compiled(BIG)
+    assert f"called from {__file__}:" in str(error.value)

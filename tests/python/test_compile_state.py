@@ -160,3 +160,20 @@ def test_a_refused_scope_fails_the_trace_and_leaves_nothing_open() -> None:
 
     with pytest.raises(Exception, match="lower-precision dtype must be bfloat16 or float16"):
         compiled(bad)[0](X)
+
+
+def test_inductor_and_its_caches_do_not_reuse_a_graph_of_another_state() -> None:
+    # AOTAutograd's cache keys on Dynamo's graph, the same in every state here: the state is in
+    # its key too (Note [the state in compile cache keys] in _traced.py). Inference only, to keep
+    # the C++ compiles short.
+    def forward(x):
+        with torch.no_grad():
+            return LINEAR(x) * 2
+
+    compiled = torch.compile(forward, backend="inductor", fullgraph=True)
+    assert compiled(X).dtype == torch.float32
+    for dtype in (torch.bfloat16, torch.float16):
+        with autocastgen.autocast("cpu", dtype=dtype):
+            got, want = compiled(X), forward(X)
+        assert got.dtype == want.dtype == dtype
+        torch.testing.assert_close(got, want)

@@ -177,3 +177,34 @@ def test_inductor_and_its_caches_do_not_reuse_a_graph_of_another_state() -> None
             got, want = compiled(X), forward(X)
         assert got.dtype == want.dtype == dtype
         torch.testing.assert_close(got, want)
+
+
+def test_a_transformers_llama_compiled_in_an_own_scope_equals_eager() -> None:
+    # A real model from outside the project, built from a config (no download). transformers is not
+    # in scripts/requirements.txt: skipped where it is missing.
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    tokens = torch.randint(0, 128, (2, 16))
+
+    def logits(ids):
+        with autocastgen.autocast("cpu", dtype=torch.bfloat16):
+            return model(input_ids=ids, use_cache=False).logits
+
+    forward, _ = compiled(logits)
+    with torch.no_grad(), autocastgen.stats() as comp:
+        got = forward(tokens)
+    with torch.no_grad(), autocastgen.stats() as eager:
+        want = logits(tokens)
+    same(got, want)
+    assert got.dtype == torch.bfloat16
+    counts = lambda table: {(e["op"], e["policy"]): (e["calls"], e["ran_in"]) for e in table["ops"]}  # noqa: E731
+    eager_counts, comp_counts = counts(eager.table), counts(comp.table)
+    assert eager_counts[("aten::linear", "lower_precision_fp")][0] == 2 * 7 + 1  # q k v o gate up down, lm_head
+    assert {key: comp_counts[key] for key in eager_counts} == eager_counts
+    # The trace decomposes scaled_dot_product_attention (eager: one fused CPU kernel) into its math
+    # path, whose matmuls the compiled graph runs and the matmul wrapper sees (docs/compile.md).
+    extra = [e["op"] for e in comp.table["ops"] if (e["op"], e["policy"]) not in eager_counts]
+    assert extra in ([], ["aten::matmul"])

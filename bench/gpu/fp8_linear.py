@@ -191,16 +191,16 @@ def main():
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
-    if DEVICE == "cuda" and not torch.cuda.is_available():
+    if not torch.cuda.is_available() and DEVICE == "cuda":  # torch.cuda first: a --device cpu try reaches it too
         print("bench/gpu/fp8_linear.py: no CUDA device", file=sys.stderr)
         return 2
     import autocastgen  # noqa: F401  -- loads the runtime library (the fp8 ops, runtime policies)
-    import torch._inductor.config
+    from torch._inductor import config as inductor_config
 
     # PyTorch's compile caches key on the traced Dynamo graph, not on the policy loaded: the fp8
     # variants trace the same Dynamo graph as bf16 and would be served bf16's compiled code
     # (docs/fp8.md, "torch.compile"). Every variant compiles from scratch.
-    torch._inductor.config.force_disable_caches = True
+    inductor_config.force_disable_caches = True
 
     eager_only = [False]
     both = [False] if args.no_compile else [False, True]

@@ -105,7 +105,7 @@ def main():
     parser.add_argument("--cpp", metavar="BINARY", help="also run bench_scaler_cuda_host (bench/gpu/scaler_host.cpp)")
     add_device_argument(parser)
     args = parser.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if not torch.cuda.is_available() and args.device == "cuda":  # torch.cuda first: a --device cpu try reaches it too
         print("bench/gpu/scaler.py: no CUDA device", file=sys.stderr)
         return 2
     import autocastgen  # noqa: F401  -- loads the runtime library with the scaler ops

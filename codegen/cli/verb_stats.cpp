@@ -271,7 +271,7 @@ class StatsReader {
 std::optional<std::vector<OpStats>> read_stats(const fs::path& path, SourceManager& sources, DiagnosticEngine& diags) {
   const std::optional<uint32_t> file = read_input(path, sources, diags);
   if (!file) return std::nullopt;
-  const std::optional<YamlNode> root = parse_yaml(sources, *file, diags, "JSON");
+  const std::optional<YamlNode> root = parse_yaml(sources, *file, diags, "JSON", "statistics files");
   if (!root) return std::nullopt;
   return StatsReader(diags).run(*root);
 }

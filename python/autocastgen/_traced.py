@@ -206,12 +206,17 @@ def _define_ops() -> torch.library.Library:
     # The ops a traced driver call puts into the graph (Note [insight in compiled code] in
     # runtime/torch/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
     # must stay in the graph.
-    from torch._library.effects import EffectType
+    try:
+        from torch._library.effects import EffectType
 
-    for name in ("stats_traced_call", "observe_traced"):
-        torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
-    torch.library._register_effectful_op(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
-    torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
+        for name in ("stats_traced_call", "observe_traced"):
+            torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
+        torch.library._register_effectful_op(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
+        torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
+    except (AttributeError, ImportError):
+        # An older PyTorch without these (written against 2.15): eager is unaffected; a trace with
+        # the insight on stops at the ops without a fake kernel.
+        pass
     return library
 
 

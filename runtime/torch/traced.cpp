@@ -53,8 +53,9 @@ std::optional<Result> call_python(const char* name) {
 }
 }  // namespace
 
+// No store on the eager path: compiling_call() also asks for an active mode, and every call made
+// under one sets the flag afresh.
 void note_driver_call_if_traced() {
-  t_compiling = false;
   if (C10_LIKELY(c10::impl::TorchDispatchModeTLS::stack_len() == 0)) return;
   t_compiling = call_python<bool>("autocastgen::trace_note_read").value_or(false);
 }

@@ -23,7 +23,7 @@
 #include "autocastgen/kernels/scaler_cpu.h"
 #include "autocastgen/kernels/scaler_cuda.h"
 #include "autocastgen/scaler/ops.h"
-#include "scaler_glue.h"
+#include "scaler/scaler_glue.h"
 
 namespace {
 
@@ -131,7 +131,7 @@ void BM_Unfused(benchmark::State& state, Shape shape, at::ScalarType dtype) {
 
 // memcpy of the same bytes (src -> dst, both pre-faulted): one thread, and split in equal shares
 // over the threads the op uses (the glue's executor, Note [CPU threads in the glue] in
-// runtime/torch/scaler_ops.cpp).
+// runtime/torch/scaler/scaler_ops.cpp).
 void BM_Memcpy(benchmark::State& state, Shape shape, at::ScalarType dtype, bool parallel) {
   auto src = make_grads(shape, dtype);
   auto dst = make_grads(shape, dtype);
@@ -174,7 +174,7 @@ void BM_Kernel(benchmark::State& state, Shape shape, at::ScalarType dtype, const
 #if defined(AUTOCASTGEN_BENCH_OPENMP)
 // The kernel's workers on PyTorch's OpenMP pool through at::parallel_for, which this file (built
 // with OpenMP against PyTorch's libgomp) really runs in parallel; the glue's executor before
-// issue 14 (Note [CPU threads in the glue] in runtime/torch/scaler_ops.cpp).
+// issue 14 (Note [CPU threads in the glue] in runtime/torch/scaler/scaler_ops.cpp).
 class OpenMpExecutor final : public kernels::Executor {
  public:
   std::int64_t workers_for(std::int64_t elements) const override {

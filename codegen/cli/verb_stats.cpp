@@ -305,7 +305,7 @@ std::string headroom_text(const std::optional<double>& max_abs) {
   return bits ? fmt::format("{:+.1f}", *bits) : "-";
 }
 
-// Note [compiled calls] in runtime/torch/stats.cpp: the cache fields count eager calls only, so
+// Note [compiled calls] in runtime/torch/insight/stats.cpp: the cache fields count eager calls only, so
 // calls made by compiled graphs show as unknown ("?"), never as a zero.
 std::string cache_text(const OpStats& op) {
   if (op.compiled_calls == 0) return fmt::format("{}/{}/{}", op.cache_hits, op.cache_misses, op.cache_evictions);

@@ -16,7 +16,7 @@ trace leaves open are closed by a Dynamo cleanup hook.
 
 Note [guards on the own state]
 Every driver call made while tracing calls the op ``autocastgen::trace_note_read`` (Note [reads
-while tracing] in runtime/torch/traced.cpp), as do the queries below. It adds one guard to the
+while tracing] in runtime/torch/state/traced.cpp), as do the queries below. It adds one guard to the
 frame being traced: ``autocast_trace_key()`` at a later call must equal its value at the frame's
 entry (recorded before the frame's first scope), so a graph traced outside a scope, inside one,
 with another dtype, disabled, or with other insight switches is not reused: Dynamo traces again.
@@ -44,7 +44,7 @@ def _ops() -> Any:
 
 
 def trace_key() -> str:
-    """What a traced graph may depend on (Note [trace key] in runtime/torch/traced.cpp)."""
+    """What a traced graph may depend on (Note [trace key] in runtime/torch/state/traced.cpp)."""
     with _disable_current_modes():
         return str(_ops().autocast_trace_key())
 
@@ -68,7 +68,7 @@ def note_read() -> bool:
     """Guards the frame being traced on the state at its entry (Note [guards on the own state]).
 
     Returns whether torch.compile is tracing (the runtime then counts and observes the call through
-    ops in the graph: Note [insight in compiled code] in runtime/torch/traced.cpp).
+    ops in the graph: Note [insight in compiled code] in runtime/torch/state/traced.cpp).
     """
     context = _tracing_context()
     if context is None:
@@ -204,7 +204,7 @@ def _define_ops() -> torch.library.Library:
     library.define("trace_note_read() -> bool")
     library.impl("trace_note_read", note_read, "CPU")
     # The ops a traced driver call puts into the graph (Note [insight in compiled code] in
-    # runtime/torch/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
+    # runtime/torch/state/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
     # must stay in the graph.
     try:
         from torch._library.effects import EffectType

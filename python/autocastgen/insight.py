@@ -51,7 +51,7 @@ def _ops() -> Any:
     return torch.ops.autocastgen
 
 
-# Note [the user's line] (runtime/torch/watch.cpp): the non-finite watch calls this op from C++ on
+# Note [the user's line] (runtime/torch/insight/watch.cpp): the non-finite watch calls this op from C++ on
 # the thread running the wrapped op; the Python frames that called into it are still on that
 # thread's stack. The first one outside torch and this package is the user's line.
 _SKIPPED = (
@@ -154,7 +154,7 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
                     del entry["ranges"]
             ran_in = {d: n - old["ran_in"].get(d, 0) for d, n in entry["ran_in"].items()}
             entry["ran_in"] = {d: n for d, n in ran_in.items() if n}
-            if "compiled_calls" in entry:  # Note [compiled calls] in runtime/torch/stats.cpp
+            if "compiled_calls" in entry:  # Note [compiled calls] in runtime/torch/insight/stats.cpp
                 entry["compiled_calls"] -= old.get("compiled_calls", 0)
                 if not entry["compiled_calls"]:
                     del entry["compiled_calls"], entry["eager_only"]

@@ -1,6 +1,6 @@
 """Runtime policies from Python: load_policy, register_runtime_policy, clear_runtime_policies.
 
-Thin, checked wrappers over the runtime's torch ops (runtime/torch/runtime_policy.cpp): one boxed
+Thin, checked wrappers over the runtime's torch ops (runtime/torch/policies/runtime_policy.cpp): one boxed
 kernel per (op, autocast key) runs any of the six policies, for aten ops and for ops defined at
 run time with torch.library. Nothing is compiled; a policy applies as soon as the call returns.
 """

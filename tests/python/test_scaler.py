@@ -112,7 +112,7 @@ class OpsMatchPyTorch(unittest.TestCase):
 
     def test_autograd_behaviour_is_pytorchs(self):
         # The ops are fallthrough at the Autograd key (Note [autograd fallthrough] in
-        # runtime/torch/scaler_ops.cpp); PyTorch's _amp_ ops behave the same: a leaf that requires
+        # runtime/torch/scaler/scaler_ops.cpp); PyTorch's _amp_ ops behave the same: a leaf that requires
         # grad is accepted, a non-leaf keeps its grad_fn, and no version counter moves.
         inv = torch.full((), 0.5)
         seen = {}

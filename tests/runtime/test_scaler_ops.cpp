@@ -14,7 +14,7 @@
 
 #include "autocastgen/scaler/ops.h"
 // The glue's private header, for its executor (not part of the installed API).
-#include "../../runtime/torch/scaler_glue.h"
+#include "../../runtime/torch/scaler/scaler_glue.h"
 
 namespace {
 
@@ -199,7 +199,7 @@ TEST(ScalerOpsCpu, BadArgumentsGiveClearErrors) {
   }, op + "gradient 0 is an undefined tensor");
 }
 
-// Note [CPU threads in the glue] in runtime/torch/scaler_ops.cpp: the op's workers follow
+// Note [CPU threads in the glue] in runtime/torch/scaler/scaler_ops.cpp: the op's workers follow
 // PyTorch's intra-op thread count and really run on more than one thread (the glue once used an
 // at::parallel_for that ran serially).
 TEST(ScalerOpsCpu, WorkersFollowTorchsThreadCountAndRunOnSeveralThreads) {

@@ -36,7 +36,7 @@ inline constexpr size_t kNoDtype = kDtypeSlots - 1;
 // - casts: tensors converted by this call; a cast taken from a cast cache is a cache hit, not a cast;
 // - cast_bytes: numel × element size of the tensors those casts created;
 // - cache_hits: casts served from a cast cache (PyTorch's for TorchState, autocastgen's for
-//   OwnState; Note [telling a hit from a cast] in runtime/torch/stats.cpp);
+//   OwnState; Note [telling a hit from a cast] in runtime/torch/insight/stats.cpp);
 // - cache_misses: casts of a cacheable tensor (a weight) that were not in the cache: converted and
 //   stored (each is also a cast);
 // - cache_evictions: entries of autocastgen's cast cache dropped during the call's casts (a dead

@@ -17,7 +17,7 @@
 #include "autocastgen/runtime/stats.h"
 
 namespace autocastgen::torch {
-struct BoxedArgs;  // runtime/torch/boxed_args.h: a runtime policy's arguments on the stack
+struct BoxedArgs;  // runtime/torch/policies/boxed_args.h: a runtime policy's arguments on the stack
 struct Site;
 }  // namespace autocastgen::torch
 
@@ -30,7 +30,7 @@ namespace autocastgen::stats {
 // rule, the input dtypes and their largest |value| (measured after the op ran: an in-place op has
 // changed its input by then), and, when the op was called from Python with the autocastgen package
 // imported, the file:line of the first Python frame outside torch and autocastgen (Note [the
-// user's line] in runtime/torch/watch.cpp). Modes:
+// user's line] in runtime/torch/insight/watch.cpp). Modes:
 // - record: count and keep the first event, say nothing;
 // - warn: also a warning (c10 TORCH_WARN: a Python UserWarning when called from Python), once
 //   per op overload for the life of the process (reset() forgets which ops warned);

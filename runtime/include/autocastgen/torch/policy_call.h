@@ -1,6 +1,6 @@
 // What an autocast policy does at a call, written once: generated wrappers call these per-policy
 // drivers (one line each), and the boxed runtime-policy kernel calls the same drivers through a
-// boxed argument adapter (runtime/torch/boxed_args.h). Kept light (no ATen/ATen.h) so generated
+// boxed argument adapter (runtime/torch/policies/boxed_args.h). Kept light (no ATen/ATen.h) so generated
 // files compile fast.
 #pragma once
 
@@ -53,7 +53,7 @@ TORCH_API at::ScalarType torch_promote_type(at::ScalarType current, const at::Te
 TORCH_API at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 
 // The states' casts while statistics are on: the same result as State::cast, and the cast or
-// cache hit counted in `counters` (Note [telling a hit from a cast] in runtime/torch/stats.cpp).
+// cache hit counted in `counters` (Note [telling a hit from a cast] in runtime/torch/insight/stats.cpp).
 TORCH_API at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
                                         stats::OpCounters& counters);
 TORCH_API at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,

@@ -17,7 +17,7 @@
 #include "autocastgen/runtime/watch.h"
 #include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
-#include "watch_internal.h"
+#include "insight/watch_internal.h"
 
 namespace autocastgen::detail {
 

@@ -18,7 +18,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "autocastgen/torch/policy_call.h"
-#include "boxed_args.h"
+#include "policies/boxed_args.h"
 #include "rank.h"
 #include "watch_internal.h"
 

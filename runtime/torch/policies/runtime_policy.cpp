@@ -35,7 +35,7 @@
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
 #include "schema/parser.h"
-#include "state_internal.h"
+#include "state/state_internal.h"
 #include "support/diagnostics.h"
 #include "support/source_manager.h"
 #include "support/strings.h"

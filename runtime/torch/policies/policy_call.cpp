@@ -13,7 +13,7 @@
 #include <c10/util/Logging.h>
 #include <torch/library.h>
 
-#include "state_internal.h"
+#include "state/state_internal.h"
 
 namespace autocastgen::torch {
 

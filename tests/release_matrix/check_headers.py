@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUR_INCLUDES = ["runtime/include", "runtime/torch", "codegen", "kernels/common/include", "kernels/cpu/include",
-                "kernels/cuda/include"]
+OUR_INCLUDES = ["runtime/include", "runtime/torch", "core", "kernels/common/include", "kernels/cpu/include",
+                "kernels/cuda/include", "kernels/fp8/common/include", "kernels/fp8/cpu/include",
+                "kernels/fp8/cuda/include"]
 
 
 def cached_release(release: str) -> Path:
@@ -47,7 +48,7 @@ def main() -> int:
     schemas = folder / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml"
     flags = ["-std=c++20", "-w", f"-isystem{folder / 'include'}", f"-isystem{folder / 'include/torch/csrc/api/include'}"]
     flags += [f"-I{ROOT / d}" for d in OUR_INCLUDES]
-    sources = sorted((ROOT / "runtime" / "torch").glob("*.cpp"))
+    sources = sorted((ROOT / "runtime" / "torch").rglob("*.cpp"))  # every room: state/, policies/, ..., fp8/
     if options.cuda_include:
         flags.append(f"-isystem{options.cuda_include}")
     else:

@@ -95,10 +95,13 @@ Quantized weight_operand(const at::Tensor& w, const Recipe& recipe, const CallOp
 }
 
 Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
-  const bool decompose = traced(x) && decompose_when_traced();
-  if (traced(x) && !decompose) return current_op(x, fp8, margin, options);
-  const Primitives& p = primitives_for(x.device().type(), options.fused_kernels && !decompose);
-  return quantize_current(p, x.detach().contiguous(), fp8, static_cast<std::int32_t>(margin));
+  const auto margin32 = static_cast<std::int32_t>(margin);
+  if (traced(x)) {
+    if (!decompose_when_traced()) return current_op(x, fp8, margin, options);
+    return quantize_current(primitives_for(x.device().type(), /*fused=*/false), x.detach().contiguous(), fp8, margin32);
+  }
+  const Primitives& p = primitives_for(x.device().type(), options.fused_kernels);
+  return quantize_current(p, x.detach().contiguous(), fp8, margin32);
 }
 
 }  // namespace

@@ -124,6 +124,7 @@ struct PolicyEntry {
   std::vector<WrittenCondition> when;
   std::vector<WrittenCondition> unless;
   std::vector<WrittenArgCast> args;
+  std::optional<std::vector<Located>> modules;  // Note [precision by place]
 };
 
 // One `remove:` item: `op`, or `{op: ..., since: ..., until: ...}`.
@@ -186,26 +187,56 @@ struct ArgCastRule {
 // An entry's precision rule (Note [precision rules]); empty for a plain entry.
 struct Rule {
   std::vector<std::string> dtypes;  // empty: every lower-precision dtype
+  std::vector<std::string> modules;  // Note [precision by place]; empty: everywhere
   std::vector<ArgCondition> when;    // every one must match
   std::vector<ArgCondition> unless;  // none may match
   std::vector<ArgCastRule> args;
 
-  [[nodiscard]] bool empty() const { return dtypes.empty() && when.empty() && unless.empty() && args.empty(); }
+  [[nodiscard]] bool empty() const {
+    return dtypes.empty() && modules.empty() && when.empty() && unless.empty() && args.empty();
+  }
   // Whether the entry applies to some calls only.
-  [[nodiscard]] bool conditional() const { return !dtypes.empty() || !when.empty() || !unless.empty(); }
+  [[nodiscard]] bool conditional() const {
+    return !dtypes.empty() || !modules.empty() || !when.empty() || !unless.empty();
+  }
   // The keys as a flow mapping, `{dtypes: [float16], unless: {reduction: none}}`; "" when empty.
   [[nodiscard]] std::string str() const;
   // Only the condition keys (dtypes, when, unless), or only `args:`, in the same form.
   [[nodiscard]] std::string condition_str() const;
   [[nodiscard]] std::string args_str() const;
   friend bool operator==(const Rule& a, const Rule& b) {
-    return a.dtypes == b.dtypes && a.when == b.when && a.unless == b.unless && a.args == b.args;
+    return a.dtypes == b.dtypes && a.modules == b.modules && a.when == b.when && a.unless == b.unless &&
+           a.args == b.args;
   }
 };
 
 // Could one call match both rules? False only when their dtypes are disjoint or one argument's
 // conditions exclude each other (Note [precision rules]).
 [[nodiscard]] bool rules_overlap(const Rule& a, const Rule& b);
+
+// Note [precision by place]: rules scoped to modules (docs/policy-language.md, "Precision by
+// place"). A pattern is a glob (`*`: any characters) over module paths as named_modules() spells
+// them; it matches a call inside the module or any module it encloses.
+// - an entry's `modules: [...]` is a condition beside dtypes/when/unless: the entry applies only
+//   inside a matching module. Such entries come before the overload's other entries, so inside a
+//   matching module they win and elsewhere the others apply;
+// - the `modules:` section maps patterns to what autocast does inside: `fp32` (off; the module's
+//   floating inputs cast to float32), `off` (off; inputs untouched), or a dtype of
+//   `lower_precision:` (the lower-precision dtype inside). The innermost matching module decides;
+//   inside fp32/off no list entry applies. The runtime's autocastgen/runtime/modules.h does it.
+enum class SectionKind : uint8_t { fp32, off, dtype };
+struct ModuleSection {
+  std::string pattern;
+  SectionKind kind = SectionKind::fp32;
+  std::string dtype;        // kind == dtype: float16, bfloat16
+  SourceLocation location;  // of the pattern
+  uint32_t length = 1;
+  // `fp32`, `off` or the dtype, as the policy language writes it.
+  [[nodiscard]] std::string value() const;
+  friend bool operator==(const ModuleSection& a, const ModuleSection& b) {
+    return a.pattern == b.pattern && a.kind == b.kind && a.dtype == b.dtype;
+  }
+};
 
 // One overload's entry of a resolved policy.
 struct ResolvedEntry {
@@ -247,6 +278,7 @@ struct ResolvedPolicy {
   std::optional<Fp8Recipe> fp8;              // `autocast: fp8:`, when the policy (or a base) gives one
   std::vector<uint32_t> files;               // the requested file first, then what it extends
   std::vector<ResolvedEntry> entries;        // inherited entries first, each file in its own order
+  std::vector<ModuleSection> sections;       // Note [precision by place]: the derived file's first
   std::vector<SkippedEntry> skipped;         // gated out for torch_version, in resolution order
 
   [[nodiscard]] size_t count(PolicyKind policy) const;  // entries of that policy

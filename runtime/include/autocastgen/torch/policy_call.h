@@ -237,7 +237,11 @@ class Call {
       if (section.kind == SectionKind::fp32 || section.kind == SectionKind::off) act = false;
       else if (section.kind == SectionKind::dtype) section_dtype_ = section.dtype;
     }
-    if ((active & stats::detail::kInsight) != 0) act = begin_counting(active) && act;
+    if ((active & stats::detail::kInsight) != 0) {
+      act = begin_counting(active) && act;
+      // An untouched call still reports its input dtypes (run_observed notes them).
+      if (!act) observe_ = true;
+    }
     return act;
   }
   bool begin_counting(uint32_t active) const {
@@ -251,6 +255,10 @@ class Call {
   C10_NOINLINE decltype(auto) run_observed(const Op& op, const Args&... args) const {
     stats::Tensors inputs;
     (inputs.add(args), ...);
+    if ((active_ & (stats::detail::kWatch | stats::detail::kRanges)) == 0) {  // counted, left untouched by a section
+      for (const at::Tensor& tensor : inputs.tensors()) note_input(tensor);
+      return invoke(op, args...);
+    }
     const at::ScalarType first = stats::observe_inputs(*counters_, active_, inputs);
     if (first_input_ == at::ScalarType::Undefined) first_input_ = first;
     using Result = decltype(invoke(op, args...));

@@ -25,6 +25,7 @@
 
 #include "autocastgen/fp8/recipe.h"
 #include "autocastgen/runtime/cast_cache.h"
+#include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/runtime/stats.h"
 #include "autocastgen/runtime/watch.h"
@@ -42,6 +43,11 @@ TORCH_API bool is_autocast_cache_enabled();
 }  // namespace at::autocast
 
 namespace autocastgen::torch {
+
+// Precision by place (autocastgen/runtime/modules.h): what generated files register.
+using ModulePatterns = ::autocastgen::modules::Patterns;
+using ModuleSections = ::autocastgen::modules::Sections;
+using ::autocastgen::modules::SectionKind;
 
 // Note [promote semantics]: the widest floating type among the eligible Tensor and Tensor[]
 // arguments, starting from the lower-precision dtype; float64 is ignored and mixing float16 with

@@ -879,7 +879,7 @@ std::optional<policy::Rule> imported_rule(const Registration& r, const model::Fu
                 r.length);
     return std::nullopt;
   };
-  policy::PolicyEntry entry{r.policy, located(r.op_text), std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
+  policy::PolicyEntry entry{r.policy, located(r.op_text), std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}, std::nullopt};
   if (!imported.dtypes.empty()) {
     entry.dtypes.emplace();
     for (const std::string& dtype : imported.dtypes) entry.dtypes->push_back(located(dtype));

@@ -44,6 +44,11 @@ TORCH_API bool is_autocast_cache_enabled();
 
 namespace autocastgen::torch {
 
+// Precision by place (autocastgen/runtime/modules.h): what generated files register.
+using ModulePatterns = ::autocastgen::modules::Patterns;
+using ModuleSections = ::autocastgen::modules::Sections;
+using ::autocastgen::modules::SectionKind;
+
 // Note [promote semantics]: the widest floating type among the eligible Tensor and Tensor[]
 // arguments, starting from the lower-precision dtype; float64 is ignored and mixing float16 with
 // bfloat16 is an error. As in PyTorch, optional tensors do not take part (they are still cast).

@@ -288,3 +288,47 @@ def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path:
     assert "typo.yaml:7:3) matches" in out["warnings"][1]
     assert out["strict"].startswith("autocastgen.attach: the ")
     assert out["after_clear"] == []
+
+
+@pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15),
+                    reason="torch.compile support is verified on PyTorch 2.15 (docs/compile.md)")
+def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_change() -> None:
+    # fullgraph: the hooks inline; aot_eager bit for bit, Inductor within tolerance; the statistics
+    # of the compiled calls keep their modules; dropping the rules traces again (the guard).
+    result = run_child(
+        f"""
+        import autocastgen
+        autocastgen.load_policy({PLACES_POLICY!r})
+        model = make_model()
+        x = (inputs() / 60000).to(torch.bfloat16).float()
+        handle = autocastgen.attach(model)
+
+        def step(x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return model(x)
+
+        eager = step(x)
+        out = {{"eager": str(eager.dtype)}}
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            compiled = torch.compile(step, backend=backend, fullgraph=True)
+            with autocastgen.stats() as s:
+                got = compiled(x)
+            out[backend] = {{"dtype": str(got.dtype), "rows": rows(s.table),
+                             "equal": torch.equal(got, eager),
+                             "close": torch.allclose(got, eager, rtol=1e-2, atol=1e-2)}}
+        autocastgen.clear_runtime_policies()
+        again = compiled(x)  # the same compiled function: the module rules changed
+        out["after_clear"] = {{"dtype": str(again.dtype), "close": torch.allclose(again, step(x), rtol=1e-2, atol=1e-2)}}
+        handle.remove()
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["eager"] == "torch.float32"
+    assert out["aot_eager"] == {"dtype": "torch.float32", "rows": EXPECTED_RAN_IN, "equal": True, "close": True}
+    assert out["inductor"]["dtype"] == "torch.float32" and out["inductor"]["close"]
+    assert out["inductor"]["rows"] == EXPECTED_RAN_IN
+    # Without the rules the generated library is gone too (cleared runtime policies give PyTorch's
+    # kernel back): every linear in bfloat16 again, retraced.
+    assert out["after_clear"] == {"dtype": "torch.bfloat16", "close": True}

@@ -527,8 +527,8 @@ std::vector<OpStats> by_op(const std::vector<OpStats>& ops) {
 
 int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const fs::path& path_b,
                 const std::vector<OpStats>& ops_b, bool as_json) {
-  const std::vector<OpStats> a = by_op(ops_a);
-  const std::vector<OpStats> b = by_op(ops_b);
+  const std::vector<OpStats> a = by_op(modules_summed(ops_a));
+  const std::vector<OpStats> b = by_op(modules_summed(ops_b));
   std::map<std::string, std::pair<const OpStats*, const OpStats*>> joined;
   for (const OpStats& op : a) joined[op.op].first = &op;
   for (const OpStats& op : b) joined[op.op].second = &op;

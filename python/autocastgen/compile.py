@@ -253,10 +253,10 @@ def _runtime_library() -> Path:
     """
     loaded = _runtime.load_runtime()
     if loaded != "already loaded":
-        return Path(loaded)
+        return Path(loaded).resolve()  # the link line runs elsewhere: a relative path would not hold
     for candidate in _runtime._candidates():
         if candidate.is_file():
-            return candidate
+            return candidate.resolve()
     raise RuntimeError(f"autocastgen.compile_policy: no {_runtime.LIBRARY_NAME} to link the wrappers with")
 
 

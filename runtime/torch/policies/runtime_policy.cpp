@@ -39,6 +39,7 @@
 #include "schema/parser.h"
 #include "state/state_internal.h"
 #include "support/diagnostics.h"
+#include "support/paths.h"
 #include "support/source_manager.h"
 #include "support/strings.h"
 #include "support/yaml.h"
@@ -463,7 +464,7 @@ class Registry {
 
 // Installs every entry of a resolved policy; all are looked up before the first is installed, so
 // a failed lookup registers nothing. Returns the number installed.
-size_t install(const policy::ResolvedPolicy& resolved, const Where& where) {
+size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const std::string& owner) {
   std::vector<KernelSpec> specs;
   const std::vector<policy::ResolvedEntry>& entries = resolved.entries;
   for (size_t first = 0, last = 0; first < entries.size(); first = last) {
@@ -482,7 +483,7 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where) {
                        section.kind == policy::SectionKind::dtype ? scalar_type_named(section.dtype) : at::ScalarType::Undefined,
                        where(section.location)});
     Registry::get().drop_sections(device);
-    Registry::get().install_sections(device, std::make_unique<modules::Sections>(device, resolved.name, std::move(rules)));
+    Registry::get().install_sections(device, std::make_unique<modules::Sections>(device, owner, std::move(rules), modules::Sections::OnConflict::raise));
   }
   const size_t count = specs.size();
   Registry::get().install(std::move(specs));
@@ -561,7 +562,8 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
-  (void)install(*resolved, [&](SourceLocation location) { return sources.location_text(location); });
+  (void)install(*resolved, [&](SourceLocation location) { return sources.location_text(location); },
+                "register_runtime_policy");
 }
 
 size_t load_runtime_policy_file(const std::string& path) {
@@ -575,7 +577,8 @@ size_t load_runtime_policy_file(const std::string& path) {
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(*chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
-  return install(*resolved, [&](SourceLocation location) { return sources.location_text(location); });
+  return install(*resolved, [&](SourceLocation location) { return sources.location_text(location); },
+                 display_path(path));
 }
 
 void clear_runtime_policies() { Registry::get().clear(); }

@@ -213,15 +213,24 @@ bool Patterns::match() const {
   return false;
 }
 
-Sections::Sections(c10::DeviceType device, std::string owner, std::vector<SectionRule> section_rules) : device_(device) {
+Sections::Sections(c10::DeviceType device, std::string owner, std::vector<SectionRule> section_rules,
+                   OnConflict on_conflict)
+    : device_(device) {
   Rules& table = rules();
   const std::lock_guard<std::mutex> lock(table.mutex);
   std::optional<SectionTable>& slot = table.sections.at(static_cast<size_t>(device));
   if (slot.has_value()) {
-    TORCH_CHECK(same_rules(slot->rules, section_rules), "autocastgen: ", owner, " gives device ",
-                c10::DeviceTypeName(device, /*lower_case=*/true), " a modules: section, but ", slot->owner,
-                " gave it a different one, which is still loaded (one section per device: give both policies the "
-                "same section, or unload one)");
+    if (!same_rules(slot->rules, section_rules)) {
+      const std::string message = c10::str(
+          "autocastgen: ", owner, " gives device ", c10::DeviceTypeName(device, /*lower_case=*/true),
+          " a modules: section, but ", slot->owner,
+          " gave it a different one, which is still loaded (one section per device: give both policies the same "
+          "section, or unload one)");
+      TORCH_CHECK(on_conflict == OnConflict::warn, message);
+      TORCH_WARN(message, "; ", owner, "'s section is not applied");
+      refused_ = true;
+      return;
+    }
     ++slot->holders;
     return;
   }
@@ -233,6 +242,7 @@ Sections::Sections(c10::DeviceType device, std::string owner, std::vector<Sectio
 }
 
 Sections::~Sections() {
+  if (refused_) return;
   Rules& table = rules();
   const std::lock_guard<std::mutex> lock(table.mutex);
   std::optional<SectionTable>& slot = table.sections.at(static_cast<size_t>(device_));

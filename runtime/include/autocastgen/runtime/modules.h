@@ -97,17 +97,22 @@ struct SectionRule {
 
 // A policy's section for one device, in force while the object lives. The innermost frame a
 // rule matches decides; among rules matching the same frame, the first listed. A device has one
-// section table at a time: registering a second, different one (another policy's) throws
-// c10::Error naming both owners; an equal one shares it.
+// section table at a time; an equal second one shares it. A second, different one (another
+// policy's) is refused with a message naming both owners: raised as c10::Error (runtime
+// policies), or, for a generated library registering it while it loads, where nothing can be
+// raised, warned, the first table staying in force.
 class TORCH_API Sections {
  public:
-  Sections(c10::DeviceType device, std::string owner, std::vector<SectionRule> rules);
+  enum class OnConflict : uint8_t { warn, raise };
+  Sections(c10::DeviceType device, std::string owner, std::vector<SectionRule> rules,
+           OnConflict on_conflict = OnConflict::warn);
   ~Sections();
   Sections(const Sections&) = delete;
   Sections& operator=(const Sections&) = delete;
 
  private:
   c10::DeviceType device_;
+  bool refused_ = false;  // a conflicting table that was warned about and not registered
 };
 
 // The section in force on this thread for `device` (none outside every module or with no table).

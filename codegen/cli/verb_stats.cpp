@@ -33,6 +33,7 @@ struct StatsOptions {
   std::vector<fs::path> files;
   bool json = false;
   bool merge = false;
+  std::string by = "op";  // op: rows per (op, rule), modules summed; module: per (module, op, rule)
 };
 
 
@@ -82,6 +83,7 @@ void RangeStats::add(const RangeStats& other) {
 struct OpStats {
   std::string op;
   std::string policy;  // empty in files that do not say
+  std::optional<std::string> module;  // the attached module the calls ran in (autocastgen.attach); the root is ""
   uint64_t calls = 0;
   std::map<std::string, uint64_t> ran_in;
   uint64_t casts = 0;
@@ -113,7 +115,10 @@ struct OpStats {
     for (const auto& [dtype, n] : other.ran_in) ran_in[dtype] += n;
   }
 
-  [[nodiscard]] std::pair<std::string, std::string> key() const { return {op, policy}; }
+  // Outside every module sorts first (a module's path can be "": the root).
+  [[nodiscard]] std::tuple<std::string, std::string, bool, std::string> key() const {
+    return {op, policy, module.has_value(), module.value_or("")};
+  }
   bool operator==(const OpStats&) const = default;
 };
 
@@ -145,12 +150,13 @@ class StatsReader {
       diags_.error(ops.location(), fmt::format("'ops' must be an array of objects, found {}", ops.describe_json()));
       return std::nullopt;
     }
-    std::map<std::pair<std::string, std::string>, SourceLocation> seen;
+    std::map<std::tuple<std::string, std::string, bool, std::string>, SourceLocation> seen;
     for (const YamlNode& item : ops.items()) {
       std::optional<OpStats> op = read_op(item);
       if (!op) continue;
       if (auto [it, inserted] = seen.emplace(op->key(), item.location()); !inserted) {
-        diags_.error(item.location(), fmt::format("'{}'{} is listed twice", op->op, op->policy.empty() ? "" : " (" + op->policy + ")"));
+        diags_.error(item.location(), fmt::format("'{}'{}{} is listed twice", op->op, op->policy.empty() ? "" : " (" + op->policy + ")",
+                                                  op->module ? fmt::format(" in module '{}'", *op->module) : ""));
         diags_.note(it->second, "first listed here");
         continue;
       }
@@ -177,6 +183,10 @@ class StatsReader {
     if (const YamlNode* policy = item.find("policy")) {
       if (policy->is_scalar()) op.policy = policy->scalar();
       else ok = error(*policy, "'policy' must be a string");
+    }
+    if (const YamlNode* module = item.find("module")) {
+      if (module->is_scalar()) op.module = module->scalar();
+      else ok = error(*module, fmt::format("'module' must be a module path string, found {}", module->describe_json()));
     }
     ok = count(item, "calls", op.calls, true) && ok;
     if (const YamlNode* ran_in = required(item, "ran_in")) {
@@ -340,6 +350,7 @@ nlohmann::ordered_json op_json(const OpStats& op) {
   nlohmann::ordered_json out;
   out["op"] = op.op;
   out["policy"] = op.policy;
+  if (op.module) out["module"] = *op.module;
   out["calls"] = op.calls;
   out["ran_in"] = nlohmann::ordered_json::object();
   for (const auto& [dtype, calls] : op.ran_in) out["ran_in"][dtype] = calls;
@@ -400,7 +411,7 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
 // so the merged table is what the whole job did.
 std::vector<OpStats> merge_files(const std::vector<std::vector<OpStats>>& files) {
   std::vector<OpStats> out;
-  std::map<std::pair<std::string, std::string>, size_t> index;
+  std::map<std::tuple<std::string, std::string, bool, std::string>, size_t> index;
   for (const auto& ops : files) {
     for (const OpStats& op : ops) {
       if (auto [it, inserted] = index.emplace(op.key(), out.size()); inserted) out.push_back(op);
@@ -410,8 +421,42 @@ std::vector<OpStats> merge_files(const std::vector<std::vector<OpStats>>& files)
   return out;
 }
 
-int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json) {
+// `--by op` (the default): one row per (op, rule), the modules' rows of a file summed, so a
+// table reads the same with or without autocastgen.attach.
+std::vector<OpStats> modules_summed(const std::vector<OpStats>& ops) {
+  std::vector<OpStats> out;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const OpStats& op : ops) {
+    if (auto [it, inserted] = index.emplace(std::pair(op.op, op.policy), out.size()); inserted) {
+      out.push_back(op);
+      out.back().module.reset();
+    } else {
+      out[it->second].add(op);
+    }
+  }
+  return out;
+}
+
+// `--by module`: modules in path order (calls outside every module first), then as sort_ops.
+void sort_by_module(std::vector<OpStats>& ops) {
   sort_ops(ops);
+  std::stable_sort(ops.begin(), ops.end(), [](const OpStats& x, const OpStats& y) {
+    return std::pair(x.module.has_value(), x.module.value_or("")) < std::pair(y.module.has_value(), y.module.value_or(""));
+  });
+}
+
+std::string module_text(const OpStats& op) {
+  if (!op.module) return "-";
+  return op.module->empty() ? "<root>" : *op.module;
+}
+
+int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json, bool by_module) {
+  if (by_module) {
+    sort_by_module(ops);
+  } else {
+    ops = modules_summed(ops);
+    sort_ops(ops);
+  }
   const OpStats total = total_of(ops);
   if (as_json) {
     nlohmann::ordered_json out;
@@ -444,9 +489,15 @@ int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json)
   };
   for (const OpStats& op : ops) rows.push_back(row_of(op, op.op, op.policy.empty() ? "-" : op.policy));
   rows.push_back(row_of(total, "total", ""));
-  std::cout << fmt::format("{}: {} op{}\n", title, ops.size(), ops.size() == 1 ? "" : "s");
   std::vector<bool> right = {false, false, true, false, true, true, true, true, true, true};
   if (with_ranges) right.insert(right.end(), 4, true);
+  if (by_module) {
+    rows.front().insert(rows.front().begin(), "module");
+    for (size_t i = 1; i < rows.size(); ++i) rows[i].insert(rows[i].begin(), i + 1 == rows.size() ? "" : module_text(ops[i - 1]));
+    right.insert(right.begin(), false);
+  }
+  std::cout << fmt::format("{}: {} {}\n", title, ops.size(),
+                           by_module ? (ops.size() == 1 ? "row (module, op)" : "rows (module, op)") : (ops.size() == 1 ? "op" : "ops"));
   print_table(rows, right);
   return 0;
 }
@@ -556,6 +607,11 @@ int run_stats(const StatsOptions& options) {
                              options.files.size());
     return 2;
   }
+  if (options.by == "module" && options.files.size() == 2 && !options.merge) {
+    std::cerr << "autocastgen stats: --by module prints one file (or --merge several); a comparison of two files "
+                 "is per op\n";
+    return 2;
+  }
   std::vector<std::vector<OpStats>> read;
   for (const fs::path& path : options.files) {  // every file read, so every error is reported
     if (std::optional<std::vector<OpStats>> ops = read_stats(path, sources, diags)) read.push_back(std::move(*ops));
@@ -569,9 +625,9 @@ int run_stats(const StatsOptions& options) {
     std::string title;
     for (const fs::path& path : options.files) title += (title.empty() ? "" : " + ") + display_path(path);
     if (options.files.size() > 1) title += fmt::format(" (merged, {} files)", options.files.size());
-    return report_one(title, merge_files(read), options.json);
+    return report_one(title, merge_files(read), options.json, options.by == "module");
   }
-  if (read.size() == 1) return report_one(display_path(options.files[0]), std::move(read[0]), options.json);
+  if (read.size() == 1) return report_one(display_path(options.files[0]), std::move(read[0]), options.json, options.by == "module");
   return report_diff(options.files[0], read[0], options.files[1], read[1], options.json);
 }
 
@@ -586,6 +642,10 @@ VerbRunner add_stats_verb(CLI::App& app) {
       ->required();
   verb->add_flag("--merge", options->merge, "Sum the files (e.g. one per rank) into one table");
   verb->add_flag("--json", options->json, "Machine-readable output");
+  verb->add_option("--by", options->by,
+                   "Rows per op (the default: an op's rows of several modules summed) or per module and op "
+                   "(files written with autocastgen.attach)")
+      ->check(CLI::IsMember({"op", "module"}));
   return [options] { return run_stats(*options); };
 }
 

@@ -13,6 +13,8 @@ it already) and offers to Python:
   ``clear_runtime_policies`` (errors: ``PolicyError`` with the CLI's diagnostics);
 * compiled policies: ``compile_policy(path)`` generates a policy's typed wrappers, compiles them
   once (cached on disk) and loads them;
+* precision by place: ``attach(model)`` names the running module for a policy's module-scoped
+  rules (``modules:``) and for the insight below;
 * ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
 * per-op autocast statistics, the non-finite watch and the range record:
   ``with autocastgen.stats() as s: ...``, ``autocastgen.watch("raise")``,
@@ -33,6 +35,7 @@ from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
+from .places import Attachment, ModuleScope, attach
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
 from .state import (
     AutocastState,
@@ -49,7 +52,10 @@ from .state import (
 __all__ = [
     "Advice",
     "AdviseError",
+    "Attachment",
     "AutocastState",
+    "ModuleScope",
+    "attach",
     "CompileError",
     "CompiledPolicy",
     "GradScaler",

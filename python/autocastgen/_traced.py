@@ -88,8 +88,9 @@ def note_read() -> bool:
     return True
 
 
-def _frames() -> list[tuple[int, int]]:
-    frames: list[tuple[int, int]] | None = getattr(_local, "frames", None)
+def _frames() -> list[tuple[int, int, str]]:
+    """This thread's frames opened while tracing: (trace context id, depth, the op that closes it)."""
+    frames: list[tuple[int, int, str]] | None = getattr(_local, "frames", None)
     if frames is None:
         frames = _local.frames = []
     return frames
@@ -106,7 +107,8 @@ def _close_frames_of(context_id: int, output: Any) -> None:
     left_open = 0
     with _disable_current_modes():
         while frames and frames[-1][0] == context_id:
-            _ops().autocast_exit(frames.pop()[1])
+            _, depth, exit_op = frames.pop()
+            getattr(_ops(), exit_op)(depth)
             left_open += 1
     if left_open and getattr(output, "compile_subgraph_reason", None) is not None:
         raise RuntimeError(
@@ -143,7 +145,23 @@ def enter_state(encoded: tuple[int, ...]) -> None:
     _record_entry_then_open(lambda: _ops().autocast_state_enter(list(encoded)))
 
 
-def _record_entry_then_open(enter: Any) -> None:
+def enter_module(path: str) -> None:
+    """attach()'s pre-hook inside a compiled function: the module's frame (Note [modules under
+    torch.compile] in places.py)."""
+    _record_entry_then_open(lambda: _ops().module_enter(path), exit_op="module_exit")
+
+
+def exit_module() -> None:
+    """attach()'s post-hook inside a compiled function."""
+    frames = _frames()
+    if not frames or frames[-1][2] != "module_exit":
+        raise RuntimeError("autocastgen.attach under torch.compile: a module's frame closed out of order")
+    with _disable_current_modes():
+        _ops().module_exit(frames[-1][1])
+    frames.pop()
+
+
+def _record_entry_then_open(enter: Any, exit_op: str = "autocast_exit") -> None:
     context = _tracing_context()
     first = context is not None and context not in _entry_keys
     _record_entry()
@@ -151,13 +169,13 @@ def _record_entry_then_open(enter: Any) -> None:
         depth = int(enter())
     if first:
         _frames_closed_on_cleanup(id(context))
-    _frames().append((id(context), depth))
+    _frames().append((id(context), depth, exit_op))
 
 
 def exit_frame() -> None:
     """The __exit__ of a scope or state entered inside a compiled function."""
     frames = _frames()
-    if not frames:
+    if not frames or frames[-1][2] != "autocast_exit":
         raise RuntimeError("autocastgen: __exit__ without a matching __enter__ in this compiled function")
     with _disable_current_modes():
         _ops().autocast_exit(frames[-1][1])
@@ -186,7 +204,7 @@ def prepare() -> bool:
     """
     global _prepared
     if not _prepared:
-        for fn in (enter_scope, enter_state, exit_frame, refuse):
+        for fn in (enter_scope, enter_state, exit_frame, enter_module, exit_module, refuse):
             torch._dynamo.allow_in_graph(fn)
         _prepared = True
     return True

@@ -29,6 +29,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/watch.h"
 #include "autocastgen/torch/policy_call.h"
 #include "rank.h"
@@ -89,7 +90,9 @@ void OpCounters::add(const OpCounters& other) {
 
 namespace {
 
-using Key = std::pair<std::string, Policy>;
+// (op, rule, module): the module is the innermost attached module's path id
+// (autocastgen/runtime/modules.h; 0 outside every module), printed as `"module"`.
+using Key = std::tuple<std::string, Policy, uint32_t>;
 
 // The process-wide table and the switches' enable counts. Leaked: threads and the exit handler
 // merge into it during shutdown.
@@ -103,6 +106,7 @@ struct Global {
   int record_enables = 0;    // enable_record_only()
   bool record_env = false;   // AUTOCASTGEN_RECORD
   FiniteMode finite = FiniteMode::off;
+  bool module_rules = false;  // kModules
 
   // Note [one switch word] in stats.h: rewritten after every change, under the mutex.
   void publish() {
@@ -112,6 +116,7 @@ struct Global {
     const bool record = record_env || record_enables > 0;
     if (record || range_enables > 0) word |= detail::kRanges;
     if (record) word |= detail::kRecordOnly;
+    if (module_rules) word |= detail::kModules;
     detail::g_active.store(word, std::memory_order_relaxed);
   }
 };
@@ -132,13 +137,16 @@ std::atomic<uint64_t> g_epoch{0};
 struct Entry {
   std::string op;
   Policy policy;
+  uint32_t module = 0;
   OpCounters counters;
   uint64_t compiled_calls = 0;
 };
 
+using AddressKey = std::tuple<const char*, Policy, uint32_t>;
 struct PointerKeyHash {
-  size_t operator()(const std::pair<const char*, Policy>& key) const {
-    return std::hash<const void*>()(key.first) ^ static_cast<size_t>(key.second);
+  size_t operator()(const AddressKey& key) const {
+    return std::hash<const void*>()(std::get<0>(key)) ^ static_cast<size_t>(std::get<1>(key)) ^
+           (static_cast<size_t>(std::get<2>(key)) << 8);
   }
 };
 
@@ -147,10 +155,11 @@ thread_local OpCounters t_sink;          // what a call made after this thread's
 
 struct ThreadTable {
   std::deque<Entry> entries;
-  std::unordered_map<std::pair<const char*, Policy>, Entry*, PointerKeyHash> by_address;
+  std::unordered_map<AddressKey, Entry*, PointerKeyHash> by_address;
   std::map<Key, Entry*> by_name;
   const char* last_op = nullptr;
   Policy last_policy = Policy::lower_precision_fp;
+  uint32_t last_module = 0;
   Entry* last = nullptr;
   uint64_t epoch = g_epoch.load(std::memory_order_relaxed);
 
@@ -177,26 +186,27 @@ struct ThreadTable {
     }
   }
 
-  Entry* find(const char* op, Policy policy) {
-    if (last != nullptr && last_op == op && last_policy == policy && last->op == op) return last;
+  Entry* find(const char* op, Policy policy, uint32_t module) {
+    if (last != nullptr && last_op == op && last_policy == policy && last_module == module && last->op == op) return last;
     Entry* entry = nullptr;
-    const auto address = by_address.find({op, policy});
+    const auto address = by_address.find({op, policy, module});
     if (address != by_address.end() && address->second->op == op) {
       entry = address->second;
     } else {
-      Key key{std::string(op), policy};
+      Key key{std::string(op), policy, module};
       const auto named = by_name.find(key);
       if (named != by_name.end()) {
         entry = named->second;
       } else {
-        entries.push_back(Entry{key.first, policy, OpCounters{}});
+        entries.push_back(Entry{std::get<0>(key), policy, module, OpCounters{}});
         entry = &entries.back();
         by_name.emplace(std::move(key), entry);
       }
-      by_address[{op, policy}] = entry;
+      by_address[{op, policy, module}] = entry;
     }
     last_op = op;
     last_policy = policy;
+    last_module = module;
     last = entry;
     return entry;
   }
@@ -206,9 +216,9 @@ struct ThreadTable {
     const std::lock_guard<std::mutex> lock(table.mutex);
     if (epoch == g_epoch.load(std::memory_order_relaxed)) {
       for (const Entry& entry : entries)
-        if (entry.counters.calls != 0) table.ops[{entry.op, entry.policy}].add(entry.counters);
+        if (entry.counters.calls != 0) table.ops[{entry.op, entry.policy, entry.module}].add(entry.counters);
       for (const Entry& entry : entries)
-        if (entry.compiled_calls != 0) table.compiled_calls[{entry.op, entry.policy}] += entry.compiled_calls;
+        if (entry.compiled_calls != 0) table.compiled_calls[{entry.op, entry.policy, entry.module}] += entry.compiled_calls;
     }
     zero();
     epoch = g_epoch.load(std::memory_order_relaxed);
@@ -296,9 +306,17 @@ std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, ui
   std::vector<const std::pair<const Key, OpCounters>*> sorted;
   sorted.reserve(ops.size());
   for (const auto& op : ops) sorted.push_back(&op);
-  std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) {
+  std::map<uint32_t, std::string> paths;  // module ids as paths: ids depend on the order modules ran
+  for (const auto& op : ops)
+    if (const uint32_t id = std::get<2>(op.first); id != 0) paths.try_emplace(id, modules::path_of(id));
+  // Outside every module (no "module") sorts before a module's rows, then by path.
+  const auto sort_key = [&](const auto* op) {
+    const uint32_t id = std::get<2>(op->first);
+    return std::tuple(std::get<0>(op->first), std::get<1>(op->first), id != 0, id != 0 ? paths.at(id) : std::string());
+  };
+  std::sort(sorted.begin(), sorted.end(), [&](const auto* a, const auto* b) {
     if (a->second.calls != b->second.calls) return a->second.calls > b->second.calls;
-    return a->first < b->first;
+    return sort_key(a) < sort_key(b);
   });
   std::string out = "{\"version\": 1, \"ops\": [";
   bool first = true;
@@ -306,8 +324,9 @@ std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, ui
     const OpCounters& c = op->second;
     out += first ? "\n  " : ",\n  ";
     first = false;
-    out += "{\"op\": " + json_string(op->first.first) + ", \"policy\": \"" + policy_name(op->first.second) +
-           "\", \"calls\": " + std::to_string(c.calls) + ", \"ran_in\": {";
+    out += "{\"op\": " + json_string(std::get<0>(op->first)) + ", \"policy\": \"" + policy_name(std::get<1>(op->first)) + "\"";
+    if (const uint32_t module = std::get<2>(op->first); module != 0) out += ", \"module\": " + json_string(paths.at(module));
+    out += ", \"calls\": " + std::to_string(c.calls) + ", \"ran_in\": {";
     bool first_dtype = true;
     for (size_t i = 0; i < kDtypeSlots; ++i) {
       if (c.ran_in[i] == 0) continue;
@@ -430,19 +449,24 @@ const bool g_env_read = [] {
 }  // namespace
 
 OpCounters* thread_counters(const char* op, Policy policy) {
+  const uint32_t module = modules::current_path_id();
   if (C10_UNLIKELY(detail::compiling_call()))  // Note [insight in compiled code] in traced.cpp
-    if (OpCounters* traced = detail::traced_counters(op, policy)) return traced;
+    if (OpCounters* traced = detail::traced_counters(op, policy, module)) return traced;
+  return detail::thread_counters_in(op, policy, module);
+}
+
+OpCounters* detail::thread_counters_in(const char* op, Policy policy, uint32_t module) {
   ThreadTable* table = thread_table();
   if (table == nullptr) return &t_sink;
   table->catch_up_epoch();
-  return &table->find(op, policy)->counters;
+  return &table->find(op, policy, module)->counters;
 }
 
-void detail::count_compiled_call(const char* op, Policy policy, const OpCounters& traced) {
+void detail::count_compiled_call(const char* op, Policy policy, uint32_t module, const OpCounters& traced) {
   ThreadTable* table = thread_table();
   if (table == nullptr) return;
   table->catch_up_epoch();
-  Entry* entry = table->find(op, policy);
+  Entry* entry = table->find(op, policy, module);
   OpCounters& c = entry->counters;
   c.calls += traced.calls;
   c.casts += traced.casts;
@@ -452,6 +476,13 @@ void detail::count_compiled_call(const char* op, Policy policy, const OpCounters
     c.input_dtypes[i] = c.input_dtypes[i] || traced.input_dtypes[i];
   }
   entry->compiled_calls += traced.calls;
+}
+
+void detail::set_module_rules(bool loaded) {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  table.module_rules = loaded;
+  table.publish();
 }
 
 void enable() {

@@ -2,11 +2,14 @@
 // non-finite event with the user's Python line, and gathering tensors from a runtime policy's stack.
 #include "autocastgen/runtime/watch.h"
 
+#include "autocastgen/runtime/modules.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -124,6 +127,16 @@ std::string user_line() {
   }
 }
 
+thread_local int64_t t_traced_module = -1;  // a compiled call's module path id, recorded when traced
+
+// The attached module the call ran in (autocastgen/runtime/modules.h); nullopt outside every one.
+std::optional<std::string> running_module() {
+  if (t_traced_module >= 0)
+    return t_traced_module == 0 ? std::nullopt : std::optional(modules::path_of(static_cast<uint32_t>(t_traced_module)));
+  const std::string* path = modules::current_path();
+  return path == nullptr ? std::nullopt : std::optional(*path);
+}
+
 // Note [non-finite watch] in watch.h: one event per call (its first non-finite output).
 void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const Tensors& inputs, size_t index,
             const at::Tensor& output, const std::array<double, 2>& bounds) {
@@ -153,6 +166,7 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
                                                                                : std::max(std::fabs(in[0]), std::fabs(in[1])));
     }
   }
+  if (const std::optional<std::string> module = running_module()) message += "; in module '" + *module + "'";
   if (const std::string line = user_line(); !line.empty()) message += "; called from " + line;
 
   lock.lock();
@@ -165,6 +179,7 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
 }  // namespace
 
 void detail::set_traced_line(const std::string* line) { t_traced_line = line; }
+void detail::set_traced_module(int64_t module) { t_traced_module = module; }
 
 void detail::reset_watch_events() {
   Events& state = events();

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -28,6 +29,7 @@
 #include <torch/version.h>
 
 #include "autocastgen/runtime/cast_cache.h"
+#include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/torch/policy_call.h"
 #include "boxed_args.h"
@@ -86,6 +88,7 @@ struct RuleSpec {
   std::optional<c10::OperatorHandle> redispatch;    // fp32_append_dtype
   std::string message;                              // banned
   std::optional<fp8::Recipe> fp8_recipe;            // fp8
+  std::shared_ptr<const modules::Patterns> modules;  // `modules:`; null: everywhere (Note [precision by place])
 };
 
 // Everything the kernel needs, fixed at registration.
@@ -135,8 +138,9 @@ template <typename State>
 const RuleSpec* select_rule(const KernelSpec& spec, const c10::Stack& stack, size_t base) {
   std::optional<at::ScalarType> lower;
   for (const RuleSpec& rule : spec.rules) {
+    if (rule.modules && !rule.modules->match()) continue;
     if (!rule.dtypes.empty()) {
-      if (!lower) lower = State::lower_precision(spec.device);
+      if (!lower) lower = torch::lower_precision<State>(spec.device);
       if (std::find(rule.dtypes.begin(), rule.dtypes.end(), *lower) == rule.dtypes.end()) continue;
     }
     const auto holds = [&](const ConditionSpec& c) { return is_one_of(stack[base + c.index], c.values); };
@@ -299,8 +303,11 @@ at::ScalarType scalar_type_named(const std::string& dtype) {
   TORCH_CHECK(false, "autocastgen: unknown dtype ", dtype);
 }
 
+// Where a policy's text stands, for the module patterns' `where` (attach()'s warnings).
+using Where = std::function<std::string(SourceLocation)>;
+
 RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved, const c10::OperatorHandle& handle,
-                   const std::string& ns) {
+                   const std::string& ns, const Where& where) {
   RuleSpec rule{.policy = entry.policy,
                 .dtypes = {},
                 .when = {},
@@ -309,7 +316,8 @@ RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPol
                 .dtype_arg = std::nullopt,
                 .redispatch = std::nullopt,
                 .message = entry.message,
-                .fp8_recipe = std::nullopt};
+                .fp8_recipe = std::nullopt,
+                .modules = nullptr};
   const auto& arguments = handle.schema().arguments();
   for (const std::string& dtype : entry.rule.dtypes) rule.dtypes.push_back(scalar_type_named(dtype));
   for (const policy::ArgCondition& c : entry.rule.when) rule.when.push_back({c.index, c.values});
@@ -325,6 +333,12 @@ RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPol
     for (size_t i = 0; i < arguments.size(); ++i)
       if (arguments[i].name() == "dtype") rule.dtype_arg = i;
   if (entry.policy == PolicyKind::fp8) rule.fp8_recipe = runtime_recipe(*resolved.fp8);
+  if (!entry.rule.modules.empty()) {
+    const std::string at = where(entry.location);
+    std::vector<modules::PatternSource> patterns;
+    for (const std::string& pattern : entry.rule.modules) patterns.push_back({pattern, at});
+    rule.modules = std::make_shared<const modules::Patterns>(patterns);
+  }
   if (entry.redispatch) {
     const model::OperatorName& sibling = entry.redispatch->name();
     rule.redispatch = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + sibling.name).c_str(), sibling.overload.c_str());
@@ -333,7 +347,8 @@ RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPol
 }
 
 // One overload's kernel: its entries (adjacent in a resolved policy) as rules, in order.
-KernelSpec kernel_spec(std::span<const policy::ResolvedEntry> entries, const policy::ResolvedPolicy& resolved) {
+KernelSpec kernel_spec(std::span<const policy::ResolvedEntry> entries, const policy::ResolvedPolicy& resolved,
+                       const Where& where) {
   const model::OperatorName& name = entries.front().schema->name();
   const std::string ns(name.namespace_or_aten());
   const c10::OperatorHandle handle = c10::Dispatcher::singleton().findSchemaOrThrow((ns + "::" + name.name).c_str(), name.overload.c_str());
@@ -346,7 +361,7 @@ KernelSpec kernel_spec(std::span<const policy::ResolvedEntry> entries, const pol
                   .args = {},
                   .rules = {}};
   for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
-  for (const policy::ResolvedEntry& entry : entries) spec.rules.push_back(rule_spec(entry, resolved, handle, ns));
+  for (const policy::ResolvedEntry& entry : entries) spec.rules.push_back(rule_spec(entry, resolved, handle, ns, where));
   return spec;
 }
 
@@ -383,6 +398,17 @@ class Registry {
   void clear() {
     std::lock_guard<std::mutex> lock(mutex_);
     installed_.clear();  // the functors stay alive in kept_
+    sections_.clear();
+  }
+
+  // A loaded policy's `modules:` section replaces the one an earlier runtime policy gave the device.
+  void install_sections(c10::DeviceType device, std::unique_ptr<modules::Sections> sections) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sections_[device] = std::move(sections);
+  }
+  void drop_sections(c10::DeviceType device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sections_.erase(device);
   }
 
  private:
@@ -416,16 +442,31 @@ class Registry {
   std::map<Id, Installed> installed_;
   std::vector<c10::intrusive_ptr<c10::OperatorKernel>> kept_;
   std::set<Id> logged_;
+  std::map<c10::DeviceType, std::unique_ptr<modules::Sections>> sections_;
 };
 
 // Installs every entry of a resolved policy; all are looked up before the first is installed, so
 // a failed lookup registers nothing. Returns the number installed.
-size_t install(const policy::ResolvedPolicy& resolved) {
+size_t install(const policy::ResolvedPolicy& resolved, const Where& where) {
   std::vector<KernelSpec> specs;
   const std::vector<policy::ResolvedEntry>& entries = resolved.entries;
   for (size_t first = 0, last = 0; first < entries.size(); first = last) {
     while (last < entries.size() && entries[last].schema == entries[first].schema) ++last;
-    specs.push_back(kernel_spec(std::span(entries).subspan(first, last - first), resolved));
+    specs.push_back(kernel_spec(std::span(entries).subspan(first, last - first), resolved, where));
+  }
+  // The section first: a different one a generated library holds for the device refuses the load.
+  if (!resolved.sections.empty()) {
+    const c10::DeviceType device = device_type_of(resolved.device);
+    std::vector<modules::SectionRule> rules;
+    for (const policy::ModuleSection& section : resolved.sections)
+      rules.push_back({section.pattern,
+                       section.kind == policy::SectionKind::fp32  ? modules::SectionKind::fp32
+                       : section.kind == policy::SectionKind::off ? modules::SectionKind::off
+                                                                  : modules::SectionKind::dtype,
+                       section.kind == policy::SectionKind::dtype ? scalar_type_named(section.dtype) : at::ScalarType::Undefined,
+                       where(section.location)});
+    Registry::get().drop_sections(device);
+    Registry::get().install_sections(device, std::make_unique<modules::Sections>(device, resolved.name, std::move(rules)));
   }
   const size_t count = specs.size();
   Registry::get().install(std::move(specs));
@@ -504,7 +545,7 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), call, without_location(diags));
-  (void)install(*resolved);
+  (void)install(*resolved, [&](SourceLocation location) { return sources.location_text(location); });
 }
 
 size_t load_runtime_policy_file(const std::string& path) {
@@ -518,7 +559,7 @@ size_t load_runtime_policy_file(const std::string& path) {
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(*chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
-  return install(*resolved);
+  return install(*resolved, [&](SourceLocation location) { return sources.location_text(location); });
 }
 
 void clear_runtime_policies() { Registry::get().clear(); }

@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 
 namespace autocastgen {
@@ -104,6 +105,17 @@ AutocastState decode(c10::ArrayRef<int64_t> encoded) {
   return state;
 }
 
+// fp32, off, a dtype's name (Half, BFloat16) or none.
+std::string section_name(const modules::Section& section) {
+  switch (section.kind) {
+    case modules::SectionKind::fp32: return "fp32";
+    case modules::SectionKind::off: return "off";
+    case modules::SectionKind::dtype: return std::string(c10::toString(section.dtype));
+    case modules::SectionKind::none: break;
+  }
+  return "none";
+}
+
 }  // namespace
 }  // namespace autocastgen
 
@@ -139,5 +151,39 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   });
   m.def("autocast_nesting(str device_type) -> int", [](const std::string& device) {
     return static_cast<int64_t>(autocastgen::autocast_nesting(autocastgen::device_type(device)));
+  });
+  // Precision by place (autocastgen/runtime/modules.h): attach()'s forward hooks.
+  m.def("module_enter(str path) -> int",
+        [](const std::string& path) { return static_cast<int64_t>(autocastgen::modules::enter(path)); });
+  m.def("module_exit(int depth) -> ()", [](int64_t depth) { autocastgen::modules::exit(static_cast<size_t>(depth)); });
+  m.def("module_leave() -> ()", [] {
+    const size_t depth = autocastgen::modules::depth();
+    if (depth > 0) autocastgen::modules::exit(depth - 1);
+  });
+  m.def("module_depth() -> int", [] { return static_cast<int64_t>(autocastgen::modules::depth()); });
+  m.def("module_current() -> str?", []() -> std::optional<std::string> {
+    const std::string* path = autocastgen::modules::current_path();
+    return path == nullptr ? std::nullopt : std::optional<std::string>(*path);
+  });
+  // fp32, off, a dtype's name (Half, BFloat16) or none: the section in force for the device.
+  m.def("module_section(str device_type) -> str", [](const std::string& device) {
+    return autocastgen::section_name(autocastgen::modules::current_section(autocastgen::device_type(device)));
+  });
+  // attach()'s pre-hook in one call: enters the module, then says the section in force for the
+  // device of its inputs ("" when it has no tensor input: nothing to cast).
+  m.def("module_enter_section(str path, str device_type) -> str", [](const std::string& path, const std::string& device) {
+    autocastgen::modules::enter(path);
+    if (device.empty()) return std::string();
+    return autocastgen::section_name(autocastgen::modules::current_section(autocastgen::device_type(device)));
+  });
+  // Every pattern loaded rules hold, as `pattern<TAB>where<TAB>section|entry`.
+  m.def("module_patterns() -> str[]", [] {
+    std::vector<std::string> out;
+    for (const autocastgen::modules::RegisteredPattern& p : autocastgen::modules::registered_patterns())
+      out.push_back(p.pattern + "\t" + p.where + "\t" + (p.section ? "section" : "entry"));
+    return out;
+  });
+  m.def("module_glob_matches(str pattern, str path) -> bool", [](const std::string& pattern, const std::string& path) {
+    return autocastgen::modules::glob_matches(pattern, path);
   });
 }

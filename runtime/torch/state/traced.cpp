@@ -17,6 +17,7 @@
 #include "autocastgen/runtime/watch.h"
 #include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
+#include "autocastgen/runtime/modules.h"
 #include "insight/watch_internal.h"
 
 namespace autocastgen::detail {
@@ -78,6 +79,9 @@ std::string trace_key() {
            ":" + std::to_string(device.nesting) + (device.cache_enabled ? ":cache;" : ":nocache;");
   }
   key += "active=" + std::to_string(stats::detail::active());  // the watch's mode is read when the graph runs
+  // Module rules and the module the frame starts in (Note [module frames] in modules.h).
+  const std::string* module = modules::current_path();
+  key += ";modules=" + std::to_string(modules::rules_generation()) + ":" + (module != nullptr ? "in:" + *module : "-");
   return key;
 }
 
@@ -103,6 +107,7 @@ namespace autocastgen::stats::detail {
 struct TracedCall {
   std::string op;
   Policy policy;
+  uint32_t module;  // the module path id the trace ran in
   OpCounters counters;
   std::string line;  // the user's line, for the watch's message
 };
@@ -126,14 +131,14 @@ bool compiling_call() {
   return ::autocastgen::detail::t_compiling && c10::impl::TorchDispatchModeTLS::stack_len() > 0;
 }
 
-OpCounters* traced_counters(const char* op, Policy policy) {
+OpCounters* traced_counters(const char* op, Policy policy, uint32_t module) {
   const auto emit = c10::Dispatcher::singleton().findSchema({"autocastgen::stats_traced_call", ""});
   if (!emit.has_value()) return nullptr;
   TracedCall* traced = nullptr;
   {
     const std::lock_guard<std::mutex> lock(g_records_mutex);
     t_current = static_cast<int64_t>(g_records.size());
-    traced = &g_records.emplace_back(TracedCall{op, policy, OpCounters{}, {}});
+    traced = &g_records.emplace_back(TracedCall{op, policy, module, OpCounters{}, {}});
   }
   emit->typed<void(int64_t)>().call(t_current);  // through the modes: into the graph
   return &traced->counters;
@@ -153,7 +158,7 @@ void observe_traced_call(const torch::Site& site, Policy policy, at::ScalarType 
 // The kernels of the two ops, run by compiled graphs.
 void run_stats_traced_call(int64_t id) {
   const TracedCall& traced = record(id);
-  count_compiled_call(traced.op.c_str(), traced.policy, traced.counters);
+  count_compiled_call(traced.op.c_str(), traced.policy, traced.module, traced.counters);
 }
 
 // The ran_in of a traced call: the dtype its counters hold (one call, one dtype).
@@ -171,18 +176,21 @@ void run_observe_traced(at::TensorList inputs, at::TensorList outputs, int64_t i
   Tensors out;
   in.add(inputs);
   out.add(outputs);
-  OpCounters* counters = thread_counters(traced.op.c_str(), traced.policy);
+  OpCounters* counters = thread_counters_in(traced.op.c_str(), traced.policy, traced.module);
   // Site's device and key are not read by the observation; the op's name is.
   const autocastgen::torch::Site site{c10::DeviceType::CPU, c10::DispatchKey::AutocastCPU, traced.op.c_str()};
   observe_inputs(*counters, active, in);
   set_traced_line(traced.line.empty() ? nullptr : &traced.line);
+  set_traced_module(traced.module);
   try {
     observe_outputs(site, traced.policy, ran_in_of(traced.counters), *counters, active, in, out);
   } catch (...) {
     set_traced_line(nullptr);
+    set_traced_module(-1);
     throw;
   }
   set_traced_line(nullptr);
+  set_traced_module(-1);
 }
 
 }  // namespace autocastgen::stats::detail

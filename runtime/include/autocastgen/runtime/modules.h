@@ -48,6 +48,11 @@ TORCH_API void exit(size_t depth);
 // The innermost frame's path; nullptr outside every module. Valid until the frame ends.
 [[nodiscard]] TORCH_API const std::string* current_path();
 
+// The innermost frame's path as a number for the statistics' keys: 0 outside every module, else
+// the path's id in a process-wide table (paths are interned once per frame, when first asked).
+[[nodiscard]] TORCH_API uint32_t current_path_id();
+[[nodiscard]] TORCH_API std::string path_of(uint32_t id);
+
 // One glob of a policy: `*` matches any run of characters (dots included), everything else
 // itself; the whole path must match. `where` is the policy's `file:line:col` of the pattern.
 struct PatternSource {
@@ -62,6 +67,9 @@ class TORCH_API Patterns {
  public:
   Patterns(std::initializer_list<PatternSource> patterns);
   explicit Patterns(const std::vector<PatternSource>& patterns);
+  ~Patterns();
+  Patterns(const Patterns&) = delete;
+  Patterns& operator=(const Patterns&) = delete;
   // Whether one of the patterns matches the innermost frame or an enclosing one.
   [[nodiscard]] bool match() const;
 

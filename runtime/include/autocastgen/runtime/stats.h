@@ -92,10 +92,16 @@ inline constexpr uint32_t kCounting = 1U;   // statistics (AUTOCASTGEN_STATS, St
 inline constexpr uint32_t kWatch = 2U;      // the non-finite watch (AUTOCASTGEN_FINITE, FiniteWatch)
 inline constexpr uint32_t kRanges = 4U;     // the range record (RangeScope, RecordScope)
 inline constexpr uint32_t kRecordOnly = 8U; // record-only: casts nothing (AUTOCASTGEN_RECORD, RecordScope)
+// A policy's `modules:` section is loaded (autocastgen/runtime/modules.h): drivers ask which
+// section is in force. Not an insight switch: alone it counts nothing.
+inline constexpr uint32_t kModules = 16U;
+inline constexpr uint32_t kInsight = kCounting | kWatch | kRanges | kRecordOnly;
 TORCH_API extern std::atomic<uint32_t> g_active;
 
-// Every switch: zero while everything is off. A driver counts its call whenever any bit is set.
+// Every switch: zero while everything is off. A driver counts its call whenever a kInsight bit is set.
 inline uint32_t active() { return g_active.load(std::memory_order_relaxed); }
+// Sets or clears kModules (modules.cpp, when the first section table is registered or the last dropped).
+TORCH_API void set_module_rules(bool loaded);
 }  // namespace detail
 
 // Whether statistics are on (AUTOCASTGEN_STATS or an enable()).

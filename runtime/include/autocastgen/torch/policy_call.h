@@ -25,6 +25,7 @@
 
 #include "autocastgen/fp8/recipe.h"
 #include "autocastgen/runtime/cast_cache.h"
+#include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/runtime/stats.h"
 #include "autocastgen/runtime/watch.h"
@@ -174,10 +175,11 @@ class Call {
 
   [[nodiscard]] const Site& site() const { return site_; }
   // Whether the state is on and autocast should act; when the state is on and statistics, the
-  // watch or the range record are, the call is counted (and observed). False in record-only mode.
+  // watch or the range record are, the call is counted (and observed). False in record-only mode
+  // and inside a module whose `modules:` section is fp32 or off (Note [sections in the drivers]).
   [[nodiscard]] bool on() const {
     if (!State::on(site_.device)) return false;
-    if (const uint32_t active = stats::detail::active(); C10_UNLIKELY(active != 0)) return begin_counting(active);
+    if (const uint32_t active = stats::detail::active(); C10_UNLIKELY(active != 0)) return on_switched(active);
     return true;
   }
   // Calls the op (invoke), observing its tensors while the watch or the range record is on. The
@@ -187,7 +189,10 @@ class Call {
     if (C10_LIKELY(!observe_)) return invoke(op, std::forward<Args>(args)...);
     return run_observed(op, args...);
   }
-  [[nodiscard]] at::ScalarType lower_precision() const { return State::lower_precision(site_.device); }
+  [[nodiscard]] at::ScalarType lower_precision() const {
+    if (C10_UNLIKELY(section_dtype_ != at::ScalarType::Undefined)) return section_dtype_;
+    return State::lower_precision(site_.device);
+  }
   [[nodiscard]] bool eligible(const at::Tensor& tensor) const {
     if (C10_UNLIKELY(counters_ != nullptr)) note_input(tensor);
     return is_eligible(tensor, site_.device);
@@ -220,6 +225,21 @@ class Call {
   [[nodiscard]] bool cache_enabled() const { return State::cache_enabled(site_.device); }
 
  private:
+  // Note [sections in the drivers]: the switch word's kModules bit says a policy's `modules:`
+  // section is loaded; then the section in force for this thread's innermost module decides:
+  // fp32 and off leave the call untouched (still counted and observed, as in record-only mode),
+  // a dtype replaces the lower-precision dtype. Out of line: nothing of it is in a wrapper's code.
+  C10_NOINLINE bool on_switched(uint32_t active) const {
+    bool act = true;
+    if ((active & stats::detail::kModules) != 0) {
+      const ::autocastgen::modules::Section section = ::autocastgen::modules::current_section(site_.device);
+      using ::autocastgen::modules::SectionKind;
+      if (section.kind == SectionKind::fp32 || section.kind == SectionKind::off) act = false;
+      else if (section.kind == SectionKind::dtype) section_dtype_ = section.dtype;
+    }
+    if ((active & stats::detail::kInsight) != 0) act = begin_counting(active) && act;
+    return act;
+  }
   bool begin_counting(uint32_t active) const {
     counters_ = stats::thread_counters(site_.op, policy_);
     ++counters_->calls;
@@ -275,6 +295,7 @@ class Call {
   mutable at::ScalarType target_ = at::ScalarType::Undefined;
   mutable at::ScalarType ran_in_ = at::ScalarType::Undefined;
   mutable at::ScalarType first_input_ = at::ScalarType::Undefined;
+  mutable at::ScalarType section_dtype_ = at::ScalarType::Undefined;
   mutable bool eligible_seen_ = false;
   mutable bool ran_nowhere_ = false;
   mutable bool observe_ = false;
@@ -490,8 +511,19 @@ decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, c
 
 template <typename State>
 at::ScalarType lower_precision(c10::DeviceType device) {
+  if (C10_UNLIKELY((stats::detail::active() & stats::detail::kModules) != 0)) {
+    const ::autocastgen::modules::Section section = ::autocastgen::modules::current_section(device);
+    if (section.kind == ::autocastgen::modules::SectionKind::dtype) return section.dtype;
+  }
   return State::lower_precision(device);
 }
+
+// Precision by place (Note [precision by place] in core/policy/policy.h): an entry's `modules:`
+// (a wrapper's condition `kModules.match()`) and the policy's `modules:` section (registered by
+// the generated file, read by Call::on).
+using ModulePatterns = ::autocastgen::modules::Patterns;
+using ModuleSections = ::autocastgen::modules::Sections;
+using ::autocastgen::modules::SectionKind;
 
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

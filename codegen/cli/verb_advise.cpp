@@ -1,6 +1,6 @@
 // `autocastgen advise RECORD.json --policy BASE.yaml --dtype float16|bfloat16 [--margin-bits N] -o OUT.yaml`:
 // the policy advisor's range proposal from a record file (docs/advise.md). The proposal, the
-// search and the policy writer exist once, in the Python package (autocastgen/advise.py); this
+// search and the policy writer exist once, in the Python package (autocastgen/advisor.py); this
 // verb runs `python -m autocastgen.advise` from the package beside the CLI (Note [advise runs the
 // package] below).
 #include <iostream>
@@ -27,6 +27,7 @@ struct AdviseOptions {
   std::string policy;
   std::string dtype;
   double margin_bits = 1.0;
+  std::string device;
   std::string output;
 };
 
@@ -37,9 +38,9 @@ int run_advise(const AdviseOptions& options) {
     std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
     return 1;
   }
-  const std::vector<std::string> args = {options.record, "--policy", options.policy, "--dtype", options.dtype,
-                                         "--margin-bits", fmt::format("{}", options.margin_bits),
-                                         "-o", options.output};
+  std::vector<std::string> args = {options.record, "--policy", options.policy, "--dtype", options.dtype,
+                                   "--margin-bits", fmt::format("{}", options.margin_bits), "-o", options.output};
+  if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
   const int status = run_python_module(*root, "autocastgen.advise", args, why_not);
   if (!why_not.empty()) std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
   return status;
@@ -63,6 +64,8 @@ VerbRunner add_advise_verb(CLI::App& app) {
   verb->add_option("--margin-bits", options->margin_bits,
                    "Move a place whose largest |value| comes within this many bits of the dtype's largest "
                    "finite value (default 1)");
+  verb->add_option("--device", options->device,
+                   "The device the record was taken on (a record does not say): checked against the base policy's");
   verb->add_option("-o,--output", options->output, "The policy file to write")->required();
   return [options] { return run_advise(*options); };
 }

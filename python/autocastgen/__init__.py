@@ -30,7 +30,7 @@ from __future__ import annotations
 import sys
 
 from . import distributed, insight
-from .advise import Advice, AdviseError, advise
+from .advisor import Advice, AdviseError, advise
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler

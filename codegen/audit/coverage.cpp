@@ -92,6 +92,14 @@ std::string coverage_markdown(const CoverageReport& report, const SourceManager&
   out += fmt::format("| **total** | **{}**{} |\n\n", p.overload_count(),
                      p.overload_count() == p.entries.size() ? "" : fmt::format(" ({} entries)", p.entries.size()));
 
+  // Note [precision by place]: said only when the policy has a section.
+  if (!p.sections.empty()) {
+    out += "## Module sections\n\nWhat autocast does inside modules whose path matches (the innermost matching module decides; among\n"
+           "patterns matching the same module, the first listed).\n\n| pattern | inside | given at |\n|---|---|---|\n";
+    for (const policy::ModuleSection& s : p.sections)
+      out += fmt::format("| `{}` | {} | {} |\n", markdown_cell(s.pattern), s.value(), sources.location_text(s.location));
+    out += "\n";
+  }
   out += "## Listed overloads\n\n| op | policy | detail | listed at |\n|---|---|---|---|\n";
   for (const policy::ResolvedEntry& e : p.entries)
     out += fmt::format("| `{}` | {} | {} | {} |\n", e.op, policy::spelling(e.policy), markdown_cell(entry_detail(e)),
@@ -133,6 +141,7 @@ nlohmann::ordered_json coverage_json(const CoverageReport& report, const SourceM
                      {"listed", report.covered},
                      {"not_listed", report.eligible - report.covered},
                      {"not_listed_ops", report.uncovered_ops}};
+  if (!p.sections.empty()) out["modules"] = emit::sections_json(p.sections);  // Note [precision by place]
   out["ops"] = nlohmann::ordered_json::array();
   for (const policy::ResolvedEntry& e : p.entries) {
     nlohmann::ordered_json o = emit::entry_json(e);

@@ -28,10 +28,19 @@ bool same_rule(const policy::ResolvedEntry& a, const policy::ResolvedEntry& b) {
   return a.policy == b.policy && a.redispatch_op == b.redispatch_op && a.message == b.message && a.rule == b.rule;
 }
 
+// The entries of one overload, in any order: no call matches two of them (Note [precision
+// rules]; entries scoped to modules come first and a plain one last, Note [precision by place]),
+// so their order does not change what a call does, and a policy written list by list (`import`)
+// may list them in another.
 bool same_entries(const Entries& a, const Entries& b) {
   if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (!same_rule(*a[i], *b[i])) return false;
+  std::vector<bool> used(b.size(), false);
+  for (const policy::ResolvedEntry* x : a) {
+    size_t j = 0;
+    while (j < b.size() && (used[j] || !same_rule(*x, *b[j]))) ++j;
+    if (j == b.size()) return false;
+    used[j] = true;
+  }
   return true;
 }
 
@@ -58,6 +67,10 @@ std::string what_changed(const Changed& c) {
   if (from.policy != to.policy) return from.rule == to.rule ? "policy" : "rules";
   if (from.redispatch_op != to.redispatch_op) return "redispatch";
   if (from.message != to.message) return "message";
+  // Note [precision by place]: only where the entry applies.
+  if (from.rule.modules != to.rule.modules && from.rule.dtypes == to.rule.dtypes && from.rule.when == to.rule.when &&
+      from.rule.unless == to.rule.unless && from.rule.args == to.rule.args)
+    return "modules";
   if (from.rule.dtypes != to.rule.dtypes && from.rule.when == to.rule.when && from.rule.unless == to.rule.unless &&
       from.rule.args == to.rule.args)
     return "dtypes";
@@ -88,6 +101,28 @@ nlohmann::ordered_json side_json(const policy::ResolvedPolicy& s) {
   j["dispatch_key"] = s.dispatch_key;
   j["overloads"] = s.overload_count();
   return j;
+}
+
+// Note [precision by place]: the `modules:` section, one row per pattern added, removed or given
+// another value (`modules: lm_head`), and one for the order when only the order changed (the
+// first listed of the patterns matching one module decides).
+void diff_sections(const std::vector<policy::ModuleSection>& a, const std::vector<policy::ModuleSection>& b,
+                   std::vector<FieldChange>& out) {
+  if (a == b) return;
+  const auto find = [](const std::vector<policy::ModuleSection>& sections, const std::string& pattern) -> const policy::ModuleSection* {
+    for (const policy::ModuleSection& s : sections)
+      if (s.pattern == pattern) return &s;
+    return nullptr;
+  };
+  const size_t before = out.size();
+  for (const policy::ModuleSection& s : a) {
+    const policy::ModuleSection* other = find(b, s.pattern);
+    if (!other || other->value() != s.value())
+      out.push_back({"modules: " + policy::pattern_spelling(s.pattern), s.value(), other ? other->value() : "none"});
+  }
+  for (const policy::ModuleSection& s : b)
+    if (!find(a, s.pattern)) out.push_back({"modules: " + policy::pattern_spelling(s.pattern), "none", s.value()});
+  if (out.size() == before) out.push_back({"modules (order)", policy::sections_str(a), policy::sections_str(b)});
 }
 
 }  // namespace
@@ -126,6 +161,7 @@ PolicyDiff diff_policies(const DiffSide& a, const DiffSide& b) {
   // C++ registrations say no recipe either; a policy or manifest without one says "none".
   if (pa.source != policy::PolicySource::cpp && pb.source != policy::PolicySource::cpp && pa.fp8 != pb.fp8)
     diff.header.push_back({"fp8", pa.fp8 ? pa.fp8->str() : "none", pb.fp8 ? pb.fp8->str() : "none"});
+  diff_sections(pa.sections, pb.sections, diff.header);
   return diff;
 }
 
@@ -173,7 +209,7 @@ std::string diff_markdown(const PolicyDiff& diff, const policy::ResolvedPolicy& 
       const std::string what = what_changed(c);
       std::string from(policy::spelling(c.from->policy));
       std::string to(policy::spelling(c.to->policy));
-      if (what == "dtypes" || what == "condition" || what == "args" || what == "rules") {
+      if (what == "dtypes" || what == "modules" || what == "condition" || what == "args" || what == "rules") {
         from = entries_text(c.from_all);
         to = entries_text(c.to_all);
       } else if (what == "redispatch") {
@@ -219,7 +255,7 @@ nlohmann::ordered_json diff_json(const PolicyDiff& diff, const policy::ResolvedP
     j["to"] = policy::spelling(c.to->policy);
     const std::string what = what_changed(c);
     j["what"] = what;
-    if (what == "dtypes" || what == "condition" || what == "args" || what == "rules") {
+    if (what == "dtypes" || what == "modules" || what == "condition" || what == "args" || what == "rules") {
       const auto entries_json = [](const Entries& entries) {
         nlohmann::ordered_json list = nlohmann::ordered_json::array();
         for (const policy::ResolvedEntry* e : entries) {

@@ -34,7 +34,7 @@ struct Changed {
 };
 
 struct FieldChange {
-  std::string field;  // device, dispatch_key, lower_precision
+  std::string field;  // device, dispatch_key, lower_precision, fp8, `modules: <pattern>`, `modules (order)`
   std::string from;
   std::string to;
 };

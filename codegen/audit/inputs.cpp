@@ -56,6 +56,14 @@ class ManifestReader {
       if (std::optional<std::vector<policy::Located>> list = fields_.lower_precision(*dtypes))
         for (const policy::Located& d : *list) policy.lower_precision.push_back(d.text);
     if (const YamlNode* recipe = root.find("fp8")) policy.fp8 = fields_.fp8(*recipe);
+    // Note [precision by place]: the section, in order, checked as a policy file's.
+    if (const YamlNode* sections = root.find("modules"))
+      if (std::optional<std::vector<policy::WrittenSection>> written = fields_.sections(*sections)) {
+        const std::vector<std::string> any = {"float16", "bfloat16"};
+        if (std::optional<std::vector<policy::ModuleSection>> resolved =
+                policy::resolve_sections(*written, policy.lower_precision.empty() ? any : policy.lower_precision, diags_))
+          policy.sections = std::move(*resolved);
+      }
     if (const YamlNode* ops = required(root, "ops")) {
       if (!ops->is_sequence()) {
         diags_.error(ops->location(), fmt::format("'ops' must be an array of objects, found {}", ops->describe_json()));
@@ -112,6 +120,8 @@ class ManifestReader {
     resolved.message = entry->message ? entry->message->text : std::string();
     resolved.location = entry->op.location;
     resolved.length = entry->op.length;
+    if (entry->modules)
+      for (const policy::Located& pattern : *entry->modules) resolved.module_locations.push_back(pattern.location);
     if (*kind == PolicyKind::fp32_append_dtype) {
       // A policy file may leave the sibling to the resolver; a manifest records the one it chose.
       if (!entry->redispatch) {
@@ -125,11 +135,19 @@ class ManifestReader {
     if (!rule) return;
     resolved.rule = std::move(*rule);
     // An overload has several entries only with rules that no call could match twice, next to
-    // each other (Note [precision rules]).
+    // each other (Note [precision rules]), those scoped to modules first (Note [precision by
+    // place]): a plain entry may follow scoped ones only.
     if (auto [it, inserted] = seen.emplace(resolved.op, policy.entries.size()); !inserted) {
       const policy::ResolvedEntry& first = policy.entries[it->second];
       const policy::ResolvedEntry& last = policy.entries.back();
-      if (last.op != resolved.op || !resolved.rule.conditional() ||
+      if (!resolved.rule.modules.empty() && last.op == resolved.op && last.rule.modules.empty()) {
+        diags_.error(resolved.location,
+                     fmt::format("'{}' is scoped to modules after an entry that is not; an overload's scoped entries come first",
+                                 resolved.op),
+                     resolved.length);
+        return;
+      }
+      if (last.op != resolved.op || (!resolved.rule.conditional() && !last.rule.conditional()) ||
           std::any_of(policy.entries.begin() + static_cast<std::ptrdiff_t>(it->second), policy.entries.end(),
                       [&](const policy::ResolvedEntry& e) { return policy::rules_overlap(e.rule, resolved.rule); })) {
         diags_.error(resolved.location, fmt::format("'{}' is listed twice", resolved.op), resolved.length);

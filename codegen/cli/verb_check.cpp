@@ -1,4 +1,5 @@
 // `autocastgen check`: loads schemas and a policy, reports every problem, prints a summary or JSON.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -30,6 +31,7 @@ nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const Sou
   out["dispatch_key"] = resolved.dispatch_key;
   out["lower_precision"] = resolved.lower_precision;
   if (resolved.fp8) out["fp8"] = emit::fp8_recipe_json(*resolved.fp8);
+  if (!resolved.sections.empty()) out["modules"] = emit::sections_json(resolved.sections);  // Note [precision by place]
   out["files"] = nlohmann::ordered_json::array();
   for (uint32_t file : resolved.files) out["files"].push_back(sources.name(file));
   out["counts"] = emit::counts_json(resolved);
@@ -61,9 +63,15 @@ std::string summary(const policy::ResolvedPolicy& resolved, const SourceManager&
   const std::string skipped = resolved.skipped.empty() ? "" : fmt::format(" ({} entries skipped by release gates)", resolved.skipped.size());
   const size_t overloads = resolved.overload_count();
   const std::string entries = overloads == resolved.entries.size() ? "" : fmt::format(" ({} entries)", resolved.entries.size());
-  return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}{}\n", sources.name(resolved.files.front()),
+  // Note [precision by place]: said only when the policy has module rules.
+  const size_t scoped = static_cast<size_t>(std::count_if(resolved.entries.begin(), resolved.entries.end(),
+                                                          [](const policy::ResolvedEntry& e) { return !e.rule.modules.empty(); }));
+  std::string modules;
+  if (scoped) modules += fmt::format("; {} {} scoped to modules", scoped, scoped == 1 ? "entry" : "entries");
+  if (!resolved.sections.empty()) modules += fmt::format("; modules: {}", policy::sections_str(resolved.sections));
+  return fmt::format("{}: ok{}: device {} ({}, lower precision {}): {}; {} overloads{}{}{}\n", sources.name(resolved.files.front()),
                      release, resolved.device, resolved.dispatch_key, fmt::join(resolved.lower_precision, "/"),
-                     fmt::join(counts, ", "), overloads, entries, skipped);
+                     fmt::join(counts, ", "), overloads, entries, skipped, modules);
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ int run(const GenerateOptions& options) {
   target_options.shards = options.shards;
   target_options.fallthrough = !options.no_fallthrough;
   target_options.torch_version = inputs->torch_version;
+  target_options.sources = &sources;
+  resolved->name = display_path(options.policy);  // as reports name it (the module section's owner)
   std::vector<fs::path> dependencies;
   auto add_input = [&](uint32_t file, bool on_disk) {
     target_options.inputs.push_back({on_disk ? display_path(sources.name(file)) : sources.name(file), sha256_hex(sources.text(file))});

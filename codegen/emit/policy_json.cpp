@@ -51,6 +51,7 @@ nlohmann::ordered_json conditions_json(const std::vector<policy::ArgCondition>& 
 
 void add_rule_json(nlohmann::ordered_json& entry, const policy::Rule& rule) {
   if (!rule.dtypes.empty()) entry["dtypes"] = rule.dtypes;
+  if (!rule.modules.empty()) entry["modules"] = rule.modules;
   if (!rule.when.empty()) entry["when"] = conditions_json(rule.when);
   if (!rule.unless.empty()) entry["unless"] = conditions_json(rule.unless);
   if (!rule.args.empty()) {
@@ -58,6 +59,12 @@ void add_rule_json(nlohmann::ordered_json& entry, const policy::Rule& rule) {
     for (const policy::ArgCastRule& a : rule.args) args[a.arg] = policy::spelling(a.cast);
     entry["args"] = std::move(args);
   }
+}
+
+nlohmann::ordered_json sections_json(const std::vector<policy::ModuleSection>& sections) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const policy::ModuleSection& s : sections) out[s.pattern] = s.value();
+  return out;
 }
 
 nlohmann::ordered_json fp8_recipe_json(const policy::Fp8Recipe& recipe) {

@@ -171,9 +171,12 @@ std::string cpp_literal(const policy::RuleValue& value, const model::Type& type)
   return "std::nullopt";
 }
 
-// The C++ condition under which an entry applies: its dtypes, then `when:` and `unless:`.
-std::string rule_condition(const policy::Rule& rule, const model::FunctionSchema& schema, const Signature& sig) {
+// The C++ condition under which an entry applies: its modules (`patterns`, the name of its
+// rt::ModulePatterns; Note [precision by place]), its dtypes, then `when:` and `unless:`.
+std::string rule_condition(const policy::Rule& rule, const model::FunctionSchema& schema, const Signature& sig,
+                           const std::string& patterns) {
   std::vector<std::string> terms;
+  if (!patterns.empty()) terms.push_back(patterns + ".match()");
   if (!rule.dtypes.empty()) {
     std::vector<std::string> alternatives;
     for (const std::string& dtype : rule.dtypes)
@@ -224,9 +227,27 @@ mustache::data fp8_recipe_data(const policy::Fp8Recipe& recipe) {
   return d;
 }
 
+// Where the policy gives a pattern or section, as `file:line:col` (the file as @generated lines
+// name inputs: relative to the working directory, else its name); "" when unknown.
+std::string where_text(const TorchTargetOptions& options, SourceLocation location) {
+  return options.sources && location.valid() ? options.sources->location_text(location) : std::string();
+}
+
+// Note [precision by place]: an entry's `modules:` as the rt::ModulePatterns its condition tests,
+// `{{"layers.*.attn", "policy.yaml:4:28"}, ...}`, for `const rt::ModulePatterns <name>` before it.
+std::string module_patterns(const policy::ResolvedEntry& entry, const std::string& name, const TorchTargetOptions& options) {
+  std::vector<std::string> items;
+  for (size_t i = 0; i < entry.rule.modules.size(); ++i)
+    items.push_back(fmt::format("{{{}, {}}}", cpp_string_literal(entry.rule.modules[i]),
+                                cpp_string_literal(i < entry.module_locations.size() ? where_text(options, entry.module_locations[i]) : "")));
+  const size_t around = std::string_view("const rt::ModulePatterns {};").size() + name.size() + 1;
+  return fmt::format("{{{}}}", join_arguments(items, kLineWidth - around, 4));
+}
+
 // One overload's wrapper: its entries (one, or several with precision rules) in resolution order.
 mustache::data wrapper_data(const std::vector<const policy::ResolvedEntry*>& entries, const Signature& sig,
-                            const std::optional<Signature>& redispatch_sig, std::set<std::string>& headers) {
+                            const std::optional<Signature>& redispatch_sig, std::set<std::string>& headers,
+                            const TorchTargetOptions& options) {
   const policy::ResolvedEntry& entry = *entries.front();
   const model::FunctionSchema& schema = *entry.schema;
   const std::string name = torch_unambiguous_name(schema.name());
@@ -256,25 +277,40 @@ mustache::data wrapper_data(const std::vector<const policy::ResolvedEntry*>& ent
                                  : mustache::data(false));
   // Note [precision rules]: a plain entry's body is one driver call; conditional entries are an
   // if-chain in resolution order, falling through to the op untouched.
+  // Note [precision by place]: entries scoped to modules come first and test their patterns; when
+  // a plain entry follows them it ends the chain instead of rt::fall_through.
   mustache::data rules = mustache::data::type::list;
+  mustache::data patterns = mustache::data::type::list;
   bool reads_lower_precision = false;
   bool falls_through = false;
+  size_t scoped = 0;
   for (const policy::ResolvedEntry* rule_entry : entries) {
     const bool conditional = rule_entry->rule.conditional();
     const std::string_view driver = policy::spelling(rule_entry->policy);
+    std::string patterns_name;
+    if (!rule_entry->rule.modules.empty()) {
+      std::string capitalized = name;
+      capitalized[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(capitalized[0])));
+      patterns_name = fmt::format("k{}Modules{}", capitalized, scoped++);
+      mustache::data p;
+      p.set("name", patterns_name);
+      p.set("patterns", module_patterns(*rule_entry, patterns_name, options));
+      patterns << p;
+    }
     mustache::data r;
     r.set("policy", std::string(driver));
     r.set("conditional", conditional);
-    r.set("condition", conditional ? rule_condition(rule_entry->rule, schema, sig) : std::string());
+    r.set("condition", conditional ? rule_condition(rule_entry->rule, schema, sig, patterns_name) : std::string());
     r.set("policy_args", driver_arguments(*rule_entry, sig, driver, conditional ? 4 : 2));
     rules << r;
     reads_lower_precision = reads_lower_precision || !rule_entry->rule.dtypes.empty();
-    falls_through = falls_through || conditional;
+    falls_through = conditional;
     if (rule_entry->redispatch && rule_entry->redispatch->name().is_aten())
       headers.insert(torch_ops_header(rule_entry->redispatch->name()));
   }
   d.set("policy", std::string(policy::spelling(entry.policy)));  // the first entry's (bench/templates)
   d.set("rules", rules);
+  d.set("module_patterns", patterns);
   d.set("reads_lower_precision", reads_lower_precision);
   d.set("falls_through", falls_through);
   d.set("fall_through_args", falls_through ? driver_arguments(entry, sig, "fall_through", 2) : std::string());
@@ -386,7 +422,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
       redispatch_sig = signature_of(*(*redispatching)->redispatch, schemas.attributes(*(*redispatching)->redispatch).structured, diags);
     if (!sig || (redispatching != group.end() && !redispatch_sig)) continue;
     WrapperPiece piece;
-    piece.data = wrapper_data(group, *sig, redispatch_sig, piece.headers);
+    piece.data = wrapper_data(group, *sig, redispatch_sig, piece.headers, options);
     const model::OperatorName& name = entry.schema->name();
     piece.ns = std::string(name.namespace_or_aten());
     piece.registration.set("op", name.unqualified());
@@ -420,6 +456,23 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   data.set("cpp_namespace", generated_namespace(options.name));
   data.set("state", std::string(spelling(options.state)));
   data.set("state_type", std::string(state_type(options.state)));
+  // Note [precision by place]: the `modules:` section, registered once (in shard 1).
+  mustache::data sections;
+  {
+    mustache::data rules = mustache::data::type::list;
+    for (const policy::ModuleSection& section : policy.sections) {
+      std::string dtype = "Undefined";
+      for (const policy::DtypeName& d : policy::dtype_names())
+        if (section.kind == policy::SectionKind::dtype && d.name == section.dtype) dtype = std::string(d.c10);
+      const std::string kind = section.kind == policy::SectionKind::dtype ? "dtype" : section.value();
+      const std::vector<std::string> fields = {cpp_string_literal(section.pattern), fmt::format("rt::SectionKind::{}", kind),
+                                               fmt::format("c10::ScalarType::{}", dtype),
+                                               cpp_string_literal(where_text(options, section.location))};
+      rules << mustache::data("rule", fmt::format("{{{}}}", join_arguments(fields, kLineWidth - 11, 12)));
+    }
+    sections.set("owner", cpp_string_literal(policy.name));
+    sections.set("rules", rules);
+  }
   // Every registration of the policy, whichever shard holds it (the key claim lists them all).
   const mustache::data all_namespaces = namespace_list(pieces.begin(), pieces.end());
 
@@ -460,6 +513,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     claim.set("namespaces", all_namespaces);
     data.set("claims_key", options.state == WrapperState::autocastgen && first_shard ? claim : mustache::data(false));
     data.set("fp8_recipe", policy.fp8 && uses_fp8_recipe ? fp8_recipe_data(*policy.fp8) : mustache::data(false));
+    data.set("sections", first_shard && !policy.sections.empty() ? sections : mustache::data(false));
     std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
     if (!cpp) return std::nullopt;
     files.push_back({shard_file_name(options.name, static_cast<int>(shard) + 1), std::move(*cpp)});
@@ -479,6 +533,7 @@ nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, cons
   m["dispatch_key"] = policy.dispatch_key;
   m["lower_precision"] = policy.lower_precision;
   if (policy.fp8) m["fp8"] = fp8_recipe_json(*policy.fp8);
+  if (!policy.sections.empty()) m["modules"] = sections_json(policy.sections);  // Note [precision by place]
   m["inputs"] = nlohmann::ordered_json::array();
   for (const InputDigest& input : options.inputs) m["inputs"].push_back({{"name", input.name}, {"sha256", input.sha256}});
   m["ops"] = nlohmann::ordered_json::array();

@@ -46,6 +46,9 @@ struct TorchTargetOptions {
   bool fallthrough = true;       // register the fallthrough fallback for the key (when none exists)
   std::optional<model::TorchVersion> torch_version;  // the release generated for (@generated line, manifest)
   std::vector<InputDigest> inputs;
+  // Where module patterns and sections are written (Note [precision by place] in policy/policy.h):
+  // generated code names them as `file:line:col`; null: left empty.
+  const SourceManager* sources = nullptr;
 };
 
 struct GeneratedFile {

@@ -14,7 +14,10 @@
 //      fp32_append_dtype's redispatch overload the arguments the driver takes for them; a wrapper
 //      with precision rules is an `if` per entry (its condition read back into `dtypes:`,
 //      `when:` and `unless:`) ending in rt::fall_through, and arguments marked rt::keep,
-//      rt::to_fp32 or rt::to_lower_precision are its `args:`;
+//      rt::to_fp32 or rt::to_lower_precision are its `args:`; a condition's
+//      `k<Wrapper>Modules<N>.match()` is its `modules:` (the patterns of that rt::ModulePatterns),
+//      and a plain entry may end the chain after entries scoped to modules; the file's
+//      rt::ModuleSections is the policy's `modules:` section (Note [precision by place]);
 //   3. a banned kernel: a function that raises (TORCH_CHECK/TORCH_INTERNAL_ASSERT failures,
 //      `throw`) and returns no value; the message is the error's text when it is made of string
 //      literals;
@@ -24,6 +27,7 @@
 #include "import/importer.h"
 #include "import/plugin.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -182,6 +186,7 @@ struct ImportedCondition {
 };
 struct ImportedRule {
   std::vector<std::string> dtypes;
+  std::vector<std::string> modules;  // Note [precision by place]: the patterns of `k...Modules<N>.match()`
   std::vector<ImportedCondition> conditions;
   std::vector<std::pair<size_t, policy::ArgCast>> casts;
 };
@@ -199,6 +204,13 @@ struct Registration {
   std::string message;         // banned
   std::string kernel_device;   // c10::DeviceType the wrapper template casts for (KERNEL_* only)
   ImportedRule rule;           // one entry of a wrapper with precision rules
+};
+
+// A generated file's `modules:` section (rt::ModuleSections; Note [precision by place]).
+struct ImportedSections {
+  std::string device_type;  // the c10::DeviceType enumerator: CPU, CUDA, ...
+  std::vector<policy::ModuleSection> sections;
+  SourceLocation location;
 };
 
 struct Block {
@@ -525,6 +537,36 @@ bool dtype_alternatives(const clang::Expr* e, const clang::ASTContext& ctx, std:
   return true;
 }
 
+// Every string literal under `s`, in source order.
+void string_literals(const clang::Stmt* s, std::vector<std::string>& out) {
+  if (!s) return;
+  if (const auto* literal = llvm::dyn_cast<clang::StringLiteral>(s)) {
+    out.push_back(literal->getString().str());
+    return;
+  }
+  for (const clang::Stmt* child : s->children()) string_literals(child, out);
+}
+
+// `k<Wrapper>Modules<N>.match()` (Note [precision by place]): the patterns of the
+// rt::ModulePatterns it tests, read from the variable's initializer `{{"pattern", "where"}, ...}`;
+// nullopt when `e` is not that.
+std::optional<std::vector<std::string>> module_match(const clang::Expr* e) {
+  const auto* call = llvm::dyn_cast<clang::CXXMemberCallExpr>(e);
+  if (!call || !named(call->getMethodDecl(), "match")) return std::nullopt;
+  const clang::CXXRecordDecl* record = call->getRecordDecl();
+  if (!record || record->getQualifiedNameAsString() != "autocastgen::modules::Patterns") return std::nullopt;
+  const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(strip(call->getImplicitObjectArgument()));
+  const auto* var = ref ? llvm::dyn_cast<clang::VarDecl>(ref->getDecl()) : nullptr;
+  const clang::Expr* init = var ? var->getAnyInitializer() : nullptr;
+  if (!init) return std::nullopt;
+  std::vector<std::string> literals;
+  string_literals(init, literals);
+  if (literals.empty() || literals.size() % 2 != 0) return std::nullopt;
+  std::vector<std::string> patterns;
+  for (size_t i = 0; i < literals.size(); i += 2) patterns.push_back(literals[i]);
+  return patterns;
+}
+
 // A generated wrapper's condition read into a rule; nullopt when it is not one autocastgen writes.
 std::optional<ImportedRule> condition_rule(const clang::Expr* condition, const clang::ASTContext& ctx) {
   ImportedRule rule;
@@ -532,6 +574,10 @@ std::optional<ImportedRule> condition_rule(const clang::Expr* condition, const c
   conjuncts(condition, terms);
   for (const clang::Expr* term : terms) {
     if (dtype_alternatives(term, ctx, rule.dtypes)) continue;
+    if (std::optional<std::vector<std::string>> patterns = module_match(term)) {
+      rule.modules = std::move(*patterns);
+      continue;
+    }
     bool negated = false;
     if (const auto* op = llvm::dyn_cast<clang::UnaryOperator>(term); op && op->getOpcode() == clang::UO_LNot) {
       negated = true;
@@ -559,11 +605,27 @@ std::optional<Kernel> conditional_kernel(const clang::FunctionDecl* def, clang::
   if (!body) return std::nullopt;
   bool falls_through = false;
   for (const clang::CallExpr* call : calls_in(body, ctx)) falls_through = falls_through || runtime_function(call->getDirectCallee(), "fall_through");
-  if (!falls_through) return std::nullopt;
+  // Note [precision by place]: a plain entry after entries scoped to modules ends the chain
+  // instead of rt::fall_through; then the wrapper is one of ours when a condition tests modules.
+  bool scoped = false;
+  const clang::Stmt* last = nullptr;
+  for (const clang::Stmt* statement : body->body()) {
+    last = statement;
+    if (const auto* branch = llvm::dyn_cast<clang::IfStmt>(statement))
+      if (const std::optional<ImportedRule> rule = condition_rule(branch->getCond(), ctx); rule && !rule->modules.empty()) scoped = true;
+  }
+  if (!falls_through && !scoped) return std::nullopt;
   std::vector<Kernel> entries;
   for (const clang::Stmt* statement : body->body()) {
     const auto* branch = llvm::dyn_cast<clang::IfStmt>(statement);
-    if (!branch) continue;
+    if (!branch) {
+      if (statement != last || falls_through) continue;
+      std::optional<Kernel> plain = driver_kernel(calls_in(statement, ctx), ctx);
+      if (!plain) return std::nullopt;
+      if (plain->kind != Kernel::Kind::policy) return plain;
+      entries.push_back(std::move(*plain));
+      continue;
+    }
     Kernel unknown;
     unknown.why = "a wrapper with precision rules whose conditions are not ones autocastgen generates";
     const std::optional<ImportedRule> rule = condition_rule(branch->getCond(), ctx);
@@ -571,6 +633,7 @@ std::optional<Kernel> conditional_kernel(const clang::FunctionDecl* def, clang::
     if (!entry) return unknown;
     if (entry->kind != Kernel::Kind::policy) return entry;
     entry->rule.dtypes = rule->dtypes;
+    entry->rule.modules = rule->modules;
     entry->rule.conditions = rule->conditions;
     entries.push_back(std::move(*entry));
   }
@@ -663,17 +726,20 @@ struct ImportState {
   DiagnosticEngine& diags;
   std::set<std::string> autocast_keys;
   std::vector<Registration> registrations;
+  std::vector<ImportedSections> sections;
   fs::path directory;  // of the current compile command
 };
 
 class Collector : public am::MatchFinder::MatchCallback {
  public:
   std::vector<const clang::VarDecl*> libraries;
+  std::vector<const clang::VarDecl*> sections;  // rt::ModuleSections (Note [precision by place])
   std::vector<std::pair<const clang::CXXMemberCallExpr*, const clang::FunctionDecl*>> impls;
   std::vector<std::pair<const clang::FunctionDecl*, const clang::FunctionDecl*>> passes;  // caller, callee
 
   void run(const am::MatchFinder::MatchResult& result) override {
     if (const auto* lib = result.Nodes.getNodeAs<clang::VarDecl>("library")) libraries.push_back(lib);
+    if (const auto* var = result.Nodes.getNodeAs<clang::VarDecl>("sections")) sections.push_back(var);
     if (const auto* impl = result.Nodes.getNodeAs<clang::CXXMemberCallExpr>("impl"))
       impls.emplace_back(impl, result.Nodes.getNodeAs<clang::FunctionDecl>("function"));
     if (const auto* call = result.Nodes.getNodeAs<clang::CallExpr>("pass"))
@@ -705,6 +771,12 @@ class ImportConsumer : public clang::ASTConsumer {
     finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("impl"), ofClass(library_record))),
                                         hasAncestor(functionDecl().bind("function")))
                           .bind("impl"),
+                      &collector);
+    // Generated files name the type through an alias (rt::ModuleSections).
+    finder.addMatcher(varDecl(hasType(hasUnqualifiedDesugaredType(recordType(hasDeclaration(cxxRecordDecl(hasName(
+                                  "::autocastgen::modules::Sections")))))),
+                              hasInitializer(expr()))
+                          .bind("sections"),
                       &collector);
     // Helpers that take the library and register on it: followed from the blocks that call them.
     finder.addMatcher(callExpr(callee(functionDecl(hasAnyParameter(hasType(references(library_record))))),
@@ -744,9 +816,66 @@ class ImportConsumer : public clang::ASTConsumer {
     return Block{key, ns->getString().str()};
   }
 
+  // `rt::ModuleSections autocastgen_sections{kDevice, "owner", {{"lm_head", rt::SectionKind::fp32,
+  // c10::ScalarType::Undefined, "where"}, ...}}`: the device and each rule; a warning when a rule is
+  // not in that form.
+  void read_sections(clang::ASTContext& ctx, const clang::VarDecl* var) {
+    const clang::SourceManager& sm = ctx.getSourceManager();
+    const auto* construct = llvm::dyn_cast_or_null<clang::CXXConstructExpr>(strip(var->getInit()));
+    const SourceLocation where = ours(sm, var->getLocation());
+    clang::Expr::EvalResult device;
+    if (!construct || construct->getNumArgs() < 3 || !construct->getArg(0)->EvaluateAsRValue(device, ctx) || !device.Val.isInt()) {
+      state_.diags.warning(where, "a module section that is not one autocastgen generates; left out");
+      return;
+    }
+    ImportedSections imported{enumerator_name(construct->getArg(0)->getType(), device.Val.getInt()), {}, where};
+    bool ok = true;
+    auto visit = [&](auto&& self, const clang::Stmt* s) -> void {
+      if (!s) return;
+      const auto* list = llvm::dyn_cast<clang::InitListExpr>(s);
+      const clang::CXXRecordDecl* record = list ? list->getType()->getAsCXXRecordDecl() : nullptr;
+      if (!record || record->getQualifiedNameAsString() != "autocastgen::modules::SectionRule") {
+        for (const clang::Stmt* child : s->children()) self(self, child);
+        return;
+      }
+      const auto enumerator = [](const clang::Expr* e) -> std::string {
+        std::string name;
+        auto find = [&](auto&& again, const clang::Stmt* n) -> void {
+          if (!n || !name.empty()) return;
+          if (const auto* ref = llvm::dyn_cast<clang::DeclRefExpr>(n))
+            if (const auto* c = llvm::dyn_cast<clang::EnumConstantDecl>(ref->getDecl())) name = c->getNameAsString();
+          for (const clang::Stmt* child : n->children()) again(again, child);
+        };
+        find(find, e);
+        return name;
+      };
+      const clang::StringLiteral* pattern = list->getNumInits() == 4 ? first_string_literal(list->getInit(0)) : nullptr;
+      const std::string kind = pattern ? enumerator(list->getInit(1)) : std::string();
+      const std::string dtype = pattern ? enumerator(list->getInit(2)) : std::string();
+      std::optional<policy::ModuleSection> section;
+      if (kind == "fp32" || kind == "off") section = policy::parse_section_value(kind);
+      for (const policy::DtypeName& d : policy::dtype_names())
+        if (kind == "dtype" && d.c10 == dtype) section = policy::parse_section_value(d.name);
+      if (!section) {
+        ok = false;
+        return;
+      }
+      section->pattern = pattern->getString().str();
+      section->location = ours(sm, pattern->getBeginLoc());
+      imported.sections.push_back(std::move(*section));
+    };
+    visit(visit, construct->getArg(2));
+    if (!ok || imported.device_type.empty()) {
+      state_.diags.warning(where, "a module section whose rules are not ones autocastgen generates; left out");
+      return;
+    }
+    state_.sections.push_back(std::move(imported));
+  }
+
   void process(clang::ASTContext& ctx, const Collector& found) {
     const clang::SourceManager& sm = ctx.getSourceManager();
     const clang::LangOptions& lang = ctx.getLangOpts();
+    for (const clang::VarDecl* var : found.sections) read_sections(ctx, var);
     // Blocks by their init function, then functions reachable from them through `passes`.
     std::map<const clang::FunctionDecl*, std::vector<Block>> blocks;
     for (const clang::VarDecl* var : found.libraries) {
@@ -870,7 +999,7 @@ namespace {
 // policy file's would be: the same reader and messages.
 std::optional<policy::Rule> imported_rule(const Registration& r, const model::FunctionSchema& schema, DiagnosticEngine& diags) {
   const ImportedRule& imported = r.rule;
-  if (imported.dtypes.empty() && imported.conditions.empty() && imported.casts.empty()) return policy::Rule{};
+  if (imported.dtypes.empty() && imported.modules.empty() && imported.conditions.empty() && imported.casts.empty()) return policy::Rule{};
   const auto located = [&](const std::string& text) { return policy::Located{text, r.location, r.length, false}; };
   const auto name_of = [&](size_t index) -> std::optional<std::string> {
     if (index < schema.arguments().size()) return schema.arguments()[index].name;
@@ -879,10 +1008,14 @@ std::optional<policy::Rule> imported_rule(const Registration& r, const model::Fu
                 r.length);
     return std::nullopt;
   };
-  policy::PolicyEntry entry{r.policy, located(r.op_text), std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
+  policy::PolicyEntry entry{r.policy, located(r.op_text), std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}, std::nullopt};
   if (!imported.dtypes.empty()) {
     entry.dtypes.emplace();
     for (const std::string& dtype : imported.dtypes) entry.dtypes->push_back(located(dtype));
+  }
+  if (!imported.modules.empty()) {
+    entry.modules.emplace();
+    for (const std::string& pattern : imported.modules) entry.modules->push_back(located(pattern));
   }
   for (const ImportedCondition& c : imported.conditions) {
     const std::optional<std::string> name = name_of(c.index);
@@ -934,7 +1067,7 @@ std::optional<std::vector<policy::ResolvedPolicy>> import_registrations(const Im
     database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", *args);
   }
 
-  ImportState state{mapper, diags, {}, {}, {}};
+  ImportState state{mapper, diags, {}, {}, {}, {}};
   for (const policy::DeviceInfo& d : policy::autocast_devices()) state.autocast_keys.insert(std::string(d.dispatch_key));
   ForwardingConsumer consumer(mapper, diags);
 
@@ -1049,9 +1182,15 @@ std::optional<std::vector<policy::ResolvedPolicy>> import_registrations(const Im
     if (!rule) continue;
     entry.rule = std::move(*rule);
     // Entries of one wrapper with precision rules are registered at one place, one after another.
+    // A plain entry may end a wrapper's chain after entries scoped to modules (Note [precision by place]).
+    const auto after_scoped = [&] {
+      const auto slot = snapshot_of_key.find(r.dispatch_key);
+      return slot != snapshot_of_key.end() && !snapshots[slot->second].entries.empty() &&
+             snapshots[slot->second].entries.back().schema == schema && !snapshots[slot->second].entries.back().rule.modules.empty();
+    };
     if (auto [it, inserted] = seen.emplace(std::make_pair(r.dispatch_key, schema), &r); !inserted &&
         !(it->second->location.offset == r.location.offset && it->second->location.file == r.location.file &&
-          entry.rule.conditional())) {
+          (entry.rule.conditional() || after_scoped()))) {
       diags.error(r.location, fmt::format("'{}' is registered twice for {}", display, r.dispatch_key), r.length);
       diags.note(it->second->location, "first registered here", it->second->length);
       continue;
@@ -1065,6 +1204,20 @@ std::optional<std::vector<policy::ResolvedPolicy>> import_registrations(const Im
       snapshots.push_back(std::move(s));
     }
     snapshots[slot->second].entries.push_back(std::move(entry));
+  }
+  // Note [precision by place]: a section belongs to the policy of its device.
+  for (ImportedSections& imported : state.sections) {
+    const auto policy = std::find_if(snapshots.begin(), snapshots.end(), [&](const policy::ResolvedPolicy& p) {
+      return emit::torch_device_type(p.device) == imported.device_type;
+    });
+    if (policy == snapshots.end()) {
+      diags.warning(imported.location,
+                    fmt::format("a module section for device {}, which no autocast registration here is for; left out", imported.device_type));
+    } else if (!policy->sections.empty() && policy->sections != imported.sections) {
+      diags.error(imported.location, fmt::format("a second, different module section for {}", policy->dispatch_key));
+    } else {
+      policy->sections = std::move(imported.sections);
+    }
   }
   if (diags.error_count() != errors_before) return std::nullopt;
   return snapshots;

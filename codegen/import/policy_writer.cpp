@@ -1,6 +1,8 @@
 // Rendering imported policies as policy-language YAML.
 #include "import/policy_writer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #ifndef AUTOCASTGEN_VERSION
@@ -16,8 +18,19 @@ std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<
                                 policy.dispatch_key, fmt::join(sources, ", "));
   out += "# Review it, then make it a derived policy (docs/audit.md).\n";
   out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", policy.device, policy.dispatch_key);
-  if (!policy.lower_precision.empty())
+  if (!policy.lower_precision.empty()) {
     out += fmt::format("  lower_precision: [{}]\n", fmt::join(policy.lower_precision, ", "));
+  } else {
+    // C++ does not say the lower-precision dtypes, but a section's dtype must be one of them
+    // (Note [precision by place]): the device's default, and the sections' dtypes.
+    std::vector<std::string> dtypes;
+    for (const policy::DeviceInfo& d : policy::autocast_devices())
+      if (d.device == policy.device) dtypes.emplace_back(d.default_dtype);
+    for (const policy::ModuleSection& s : policy.sections)
+      if (s.kind == policy::SectionKind::dtype && std::find(dtypes.begin(), dtypes.end(), s.dtype) == dtypes.end()) dtypes.push_back(s.dtype);
+    if (dtypes.size() > 1)
+      out += fmt::format("  lower_precision: [{}]  # the device's default and the module sections' dtypes\n", fmt::join(dtypes, ", "));
+  }
   if (policy.fp8) out += fmt::format("  fp8: {}\n", policy.fp8->str());
   out += "lists:\n";
   bool any = false;
@@ -41,6 +54,10 @@ std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<
     }
   }
   if (!any) out += "  {}\n";
+  if (!policy.sections.empty()) {
+    out += "modules:\n";
+    for (const policy::ModuleSection& s : policy.sections) out += fmt::format("  {}: {}\n", policy::pattern_spelling(s.pattern), s.value());
+  }
   return out;
 }
 

@@ -2,9 +2,12 @@
 #include "policy/policy.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include "support/strings.h"
 
 namespace autocastgen::policy {
 
@@ -131,6 +134,11 @@ std::string conditions_str(const std::vector<ArgCondition>& conditions) {
 std::vector<std::string> condition_items(const Rule& rule) {
   std::vector<std::string> items;
   if (!rule.dtypes.empty()) items.push_back(fmt::format("dtypes: [{}]", fmt::join(rule.dtypes, ", ")));
+  if (!rule.modules.empty()) {
+    std::vector<std::string> patterns;
+    for (const std::string& pattern : rule.modules) patterns.push_back(pattern_spelling(pattern));
+    items.push_back(fmt::format("modules: [{}]", fmt::join(patterns, ", ")));
+  }
   if (!rule.when.empty()) items.push_back("when: " + conditions_str(rule.when));
   if (!rule.unless.empty()) items.push_back("unless: " + conditions_str(rule.unless));
   return items;
@@ -187,6 +195,8 @@ std::string Rule::str() const {
 }
 
 bool rules_overlap(const Rule& a, const Rule& b) {
+  // Note [precision by place]: a scoped entry comes first and wins inside its modules.
+  if (a.modules.empty() != b.modules.empty()) return false;
   if (!a.dtypes.empty() && !b.dtypes.empty() &&
       std::none_of(a.dtypes.begin(), a.dtypes.end(),
                    [&](const std::string& d) { return std::find(b.dtypes.begin(), b.dtypes.end(), d) != b.dtypes.end(); }))
@@ -199,6 +209,44 @@ bool rules_overlap(const Rule& a, const Rule& b) {
                           find_condition(b.unless, arg)))
       return false;
   return true;
+}
+
+std::string ModuleSection::value() const {
+  switch (kind) {
+    case SectionKind::fp32: return "fp32";
+    case SectionKind::off: return "off";
+    case SectionKind::dtype: return dtype;
+  }
+  return "fp32";
+}
+
+std::optional<ModuleSection> parse_section_value(std::string_view value) {
+  ModuleSection section;
+  if (value == "fp32") section.kind = SectionKind::fp32;
+  else if (value == "off") section.kind = SectionKind::off;
+  else if (value == "float16" || value == "bfloat16") section = {"", SectionKind::dtype, std::string(value), {}, 1};
+  else return std::nullopt;
+  return section;
+}
+
+std::string pattern_spelling(std::string_view pattern) {
+  // Plain only when YAML reads the text back unchanged as a string: names, digits, dots, `_`, `-`
+  // and `*` after the first character (a leading `*` is an alias), none of YAML's special words.
+  static constexpr std::string_view kWords[] = {"null", "Null", "NULL", "true", "True", "TRUE", "false", "False",
+                                                "FALSE", "yes", "Yes", "YES", "no", "No", "NO", "on", "On", "ON",
+                                                "off", "Off", "OFF", "y", "Y", "n", "N"};
+  const bool plain =
+      !pattern.empty() && (std::isalpha(static_cast<unsigned char>(pattern[0])) || pattern[0] == '_') &&
+      std::all_of(pattern.begin(), pattern.end(),
+                  [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '*'; }) &&
+      std::find(std::begin(kWords), std::end(kWords), pattern) == std::end(kWords);
+  return plain ? std::string(pattern) : yaml_quoted(pattern);
+}
+
+std::string sections_str(const std::vector<ModuleSection>& sections) {
+  std::vector<std::string> items;
+  for (const ModuleSection& s : sections) items.push_back(fmt::format("{}: {}", pattern_spelling(s.pattern), s.value()));
+  return fmt::format("{{{}}}", fmt::join(items, ", "));
 }
 
 const std::vector<DeviceInfo>& autocast_devices() {

@@ -127,6 +127,12 @@ struct PolicyEntry {
   std::optional<std::vector<Located>> modules;  // Note [precision by place]
 };
 
+// One item of the `modules:` section as written (Note [precision by place]): `pattern: value`.
+struct WrittenSection {
+  Located pattern;
+  Located value;  // fp32, off or a dtype name
+};
+
 // One `remove:` item: `op`, or `{op: ..., since: ..., until: ...}`.
 struct RemoveEntry {
   Located op;
@@ -143,6 +149,7 @@ struct PolicyFile {
   std::optional<Located> extends;
   std::vector<RemoveEntry> remove;
   std::vector<PolicyEntry> entries;  // in file order
+  std::vector<WrittenSection> sections;  // `modules:`, in file order (Note [precision by place])
 };
 
 // The dtype names a ScalarType condition compares with: torch's names, c10::ScalarType's
@@ -201,7 +208,7 @@ struct Rule {
   }
   // The keys as a flow mapping, `{dtypes: [float16], unless: {reduction: none}}`; "" when empty.
   [[nodiscard]] std::string str() const;
-  // Only the condition keys (dtypes, when, unless), or only `args:`, in the same form.
+  // Only the condition keys (dtypes, modules, when, unless), or only `args:`, in the same form.
   [[nodiscard]] std::string condition_str() const;
   [[nodiscard]] std::string args_str() const;
   friend bool operator==(const Rule& a, const Rule& b) {
@@ -211,7 +218,9 @@ struct Rule {
 };
 
 // Could one call match both rules? False only when their dtypes are disjoint or one argument's
-// conditions exclude each other (Note [precision rules]).
+// conditions exclude each other (Note [precision rules]), or when one is scoped to modules and the
+// other is not (the scoped one wins inside its modules; Note [precision by place]). The patterns
+// of two scoped rules are not compared: two of them overlap as their other conditions do.
 [[nodiscard]] bool rules_overlap(const Rule& a, const Rule& b);
 
 // Note [precision by place]: rules scoped to modules (docs/policy-language.md, "Precision by
@@ -237,6 +246,14 @@ struct ModuleSection {
     return a.pattern == b.pattern && a.kind == b.kind && a.dtype == b.dtype;
   }
 };
+// A section value as the language writes it: fp32, off, float16 or bfloat16 (whether the dtype is
+// one of the policy's is the resolver's check); nullopt for anything else.
+[[nodiscard]] std::optional<ModuleSection> parse_section_value(std::string_view value);
+// A pattern as the policy language writes it in flow context: plain when it reads back as the same
+// string (`lm_head`, `layers.*.attn`), double-quoted otherwise (`"*.attn"`).
+[[nodiscard]] std::string pattern_spelling(std::string_view pattern);
+// The sections as a flow mapping, `{lm_head: fp32, "*.attn": off}`; "{}" when there are none.
+[[nodiscard]] std::string sections_str(const std::vector<ModuleSection>& sections);
 
 // One overload's entry of a resolved policy.
 struct ResolvedEntry {
@@ -249,6 +266,7 @@ struct ResolvedEntry {
   std::string redispatch_op;                          // its name ("" for other policies)
   std::string message;                                // banned only
   Rule rule;                                          // Note [precision rules]
+  std::vector<SourceLocation> module_locations;       // of each of rule.modules, where known
   SourceLocation location;                            // where the input lists the op
   uint32_t length = 1;                                // of the listed name, for carets
 };

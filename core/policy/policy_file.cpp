@@ -16,12 +16,13 @@ namespace autocastgen::policy {
 
 namespace {
 
-constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists"};
+constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists", "modules"};
 constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision", "fp8"};
 constexpr std::string_view kFp8Keys[] = {"scaling", "granularity", "forward", "backward", "amax_history_len", "margin"};
-constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until", "dtypes", "when", "unless", "args"};
+constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until", "dtypes", "when", "unless", "args", "modules"};
 constexpr std::string_view kRemoveKeys[] = {"op", "since", "until"};
 constexpr std::string_view kDtypes[] = {"float16", "bfloat16"};
+constexpr std::string_view kSectionValues[] = {"fp32", "off", "float16", "bfloat16"};
 
 bool is_ident(std::string_view s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -72,7 +73,7 @@ class FileParser {
     }
     if (non_empty(values.op, "an op entry must be an op name such as mm, conv2d.padding or pow.*") && check_op_name(values.op) &&
         policy) {
-      PolicyEntry entry{*policy, values.op, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
+      PolicyEntry entry{*policy, values.op, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}, std::nullopt};
       bool ok = true;
       if (values.message) {
         if (check_message_allowed(*policy, values.message->location, values.message->length) &&
@@ -101,6 +102,7 @@ class FileParser {
       else if (key == "extends") result_.extends = scalar(*value, "'extends:' must be a file path");
       else if (key == "remove") parse_remove(*value);
       else if (key == "lists") parse_lists(*value);
+      else if (key == "modules") parse_sections(*value);
     }
     if (diags_.error_count() != errors_before) return std::nullopt;
     return std::move(result_);
@@ -437,7 +439,7 @@ class FileParser {
 
   // `ignored`: keys other documents put beside an entry's own (FieldReader).
   void parse_entry(PolicyKind policy, const YamlNode& item, std::span<const std::string_view> ignored = {}) {
-    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}};
+    PolicyEntry entry{policy, {}, std::nullopt, std::nullopt, {}, std::nullopt, {}, {}, {}, std::nullopt};
     if (item.is_mapping()) {
       bool has_op = false;
       std::vector<std::string_view> known(std::begin(kEntryKeys), std::end(kEntryKeys));
@@ -475,6 +477,9 @@ class FileParser {
           std::optional<std::vector<WrittenArgCast>> args = rule_args(*value);
           if (!args) return;
           entry.args = std::move(*args);
+        } else if (key == "modules") {
+          entry.modules = rule_modules(*value);
+          if (!entry.modules) return;
         }
       }
       if (!check_when_unless(entry)) return;
@@ -542,6 +547,102 @@ class FileParser {
       dtypes.push_back(std::move(*dtype));
     }
     return dtypes;
+  }
+
+  // ---- Note [precision by place]: module patterns, an entry's `modules:` and the `modules:` section.
+
+  // A glob over module paths: a non-empty string without whitespace or control characters.
+  std::optional<Located> module_pattern(const YamlNode& node, std::string_view what) {
+    if (!node.is_scalar()) {
+      diags_.error(node.location(), fmt::format("{} must be a module pattern such as lm_head or layers.*.attn, found {}", what, node.describe()));
+      return std::nullopt;
+    }
+    const std::optional<SourceLocation> exact = node.exact_text_location();
+    Located pattern{node.scalar(), exact.value_or(node.location()),
+                    exact ? static_cast<uint32_t>(std::max<size_t>(node.scalar().size(), 1)) : node.source_length(), exact.has_value()};
+    if (pattern.text.empty()) {
+      diags_.error(pattern.location,
+                   "an empty module pattern matches no module; write a path as named_modules() spells it, such as lm_head or layers.*.attn",
+                   node.source_length());
+      return std::nullopt;
+    }
+    for (size_t i = 0; i < pattern.text.size(); ++i) {
+      const auto c = static_cast<unsigned char>(pattern.text[i]);
+      if (c > 0x20 && c != 0x7F) continue;
+      const SourceLocation where = pattern.verbatim ? SourceLocation{pattern.location.file, pattern.location.offset + static_cast<uint32_t>(i)}
+                                                    : pattern.location;
+      diags_.error(where,
+                   fmt::format("module pattern {} holds {}; module paths have no whitespace or control characters", yaml_quoted(pattern.text),
+                               c == ' ' ? std::string("a space") : fmt::format("character U+{:04X}", c)),
+                   pattern.verbatim ? 1 : pattern.length);
+      return std::nullopt;
+    }
+    return pattern;
+  }
+
+  // An entry's `modules: [pattern, ...]`: one pattern or more, each once.
+  std::optional<std::vector<Located>> rule_modules(const YamlNode& node) {
+    if (!node.is_null() && !node.is_sequence()) {
+      diags_.error(node.location(),
+                   fmt::format("'modules:' must be a list of module patterns such as [\"layers.*.attn\"], found {}", node.describe()));
+      return std::nullopt;
+    }
+    if (node.is_null() || node.items().empty()) {
+      diags_.error(node.location(), "'modules:' needs at least one module pattern; leave the key out to apply everywhere");
+      return std::nullopt;
+    }
+    std::vector<Located> patterns;
+    for (const YamlNode& item : node.items()) {
+      std::optional<Located> pattern = module_pattern(item, "an item of 'modules:'");
+      if (!pattern) return std::nullopt;
+      for (const Located& earlier : patterns)
+        if (earlier.text == pattern->text) {
+          diags_.error(pattern->location, fmt::format("module pattern '{}' is listed twice in 'modules:'", pattern->text), pattern->length);
+          return std::nullopt;
+        }
+      patterns.push_back(std::move(*pattern));
+    }
+    return patterns;
+  }
+
+  // The `modules:` section: patterns, each once, mapped to fp32, off or a lower-precision dtype
+  // (which must be the policy's: the resolver checks, once every file's header is applied).
+  void parse_sections(const YamlNode& node) {
+    if (node.is_null()) return;
+    if (!node.is_mapping()) {
+      diags_.error(node.location(), fmt::format("'modules:' must map module patterns to fp32, off or a lower-precision dtype, such as "
+                                                "{{lm_head: fp32}}, found {}",
+                                                node.describe()));
+      return;
+    }
+    std::map<std::string, SourceLocation> seen;
+    for (const auto& [key, value] : node.pairs()) {
+      std::optional<Located> pattern = module_pattern(key, "a key of 'modules:'");
+      if (!pattern) continue;
+      if (auto [it, inserted] = seen.emplace(pattern->text, pattern->location); !inserted) {
+        diags_.error(pattern->location, fmt::format("module pattern '{}' is given twice in 'modules:'", pattern->text), pattern->length);
+        diags_.note(it->second, "first given here");
+        continue;
+      }
+      std::optional<Located> text = scalar(value, "a value in 'modules:' must be fp32, off or a lower-precision dtype");
+      if (!text) continue;
+      if (!parse_section_value(text->text)) {
+        static const std::map<std::string, std::string, std::less<>> aliases = {
+            {"half", "float16"}, {"fp16", "float16"}, {"bf16", "bfloat16"}, {"float32", "fp32"}, {"float", "fp32"},
+            {"torch.float32", "fp32"}, {"torch.float16", "float16"}, {"torch.bfloat16", "bfloat16"}, {"false", "off"},
+            {"none", "off"}, {"disabled", "off"}};
+        const auto alias = aliases.find(text->text);
+        const std::string suggestion =
+            alias != aliases.end() ? alias->second : closest_match(text->text, {std::begin(kSectionValues), std::end(kSectionValues)});
+        diags_.error(text->location,
+                     suggestion.empty()
+                         ? fmt::format("unknown section value '{}' for '{}' (expected fp32, off, float16 or bfloat16)", text->text, pattern->text)
+                         : fmt::format("unknown section value '{}' for '{}'; did you mean '{}'?", text->text, pattern->text, suggestion),
+                     text->length);
+        continue;
+      }
+      result_.sections.push_back({std::move(*pattern), std::move(*text)});
+    }
   }
 
   // `when: {arg: value-or-list}` / `unless: {...}`: argument names, each with one or more scalars
@@ -726,6 +827,15 @@ std::optional<Fp8Recipe> FieldReader::fp8(const YamlNode& node) {
   parser_->parse_fp8(node, node.location());
   if (parser_->diags_.error_count() != errors) return std::nullopt;
   return std::move(parser_->result_.fp8);
+}
+
+std::optional<std::vector<WrittenSection>> FieldReader::sections(const YamlNode& node) {
+  const size_t errors = parser_->diags_.error_count();
+  parser_->parse_sections(node);
+  std::vector<WrittenSection> sections = std::move(parser_->result_.sections);
+  parser_->result_.sections.clear();
+  if (parser_->diags_.error_count() != errors) return std::nullopt;
+  return sections;
 }
 
 std::optional<PolicyKind> FieldReader::policy(const YamlNode& node) {

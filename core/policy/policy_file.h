@@ -49,6 +49,8 @@ class FieldReader {
   [[nodiscard]] std::optional<std::vector<Located>> lower_precision(const YamlNode& node);
   [[nodiscard]] std::optional<Fp8Recipe> fp8(const YamlNode& node);
   [[nodiscard]] std::optional<PolicyKind> policy(const YamlNode& node);
+  // The `modules:` section (Note [precision by place]): a mapping of patterns to values.
+  [[nodiscard]] std::optional<std::vector<WrittenSection>> sections(const YamlNode& node);
   // One list entry of `policy`: an op name, or a mapping with `op:` and the entry's other keys;
   // keys in `ignored` may stand beside them (a manifest's `schema:`, `wrapper:`, ...).
   [[nodiscard]] std::optional<PolicyEntry> entry(PolicyKind policy, const YamlNode& item,

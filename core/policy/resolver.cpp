@@ -93,6 +93,8 @@ class RuleResolver {
     bool ok = true;
     if (entry.dtypes)
       for (const Located& dtype : *entry.dtypes) rule.dtypes.push_back(dtype.text);
+    if (entry.modules)
+      for (const Located& pattern : *entry.modules) rule.modules.push_back(pattern.text);
     for (const auto& [written, resolved] : {std::pair{&entry.when, &rule.when}, std::pair{&entry.unless, &rule.unless}})
       for (const WrittenCondition& condition : *written) {
         std::optional<ArgCondition> checked = resolve_condition(condition, *schema, written == &entry.when ? "when" : "unless");
@@ -295,6 +297,8 @@ class RuleResolver {
     Rule rule;
     if (entry.dtypes)
       for (const Located& dtype : *entry.dtypes) rule.dtypes.push_back(dtype.text);
+    if (entry.modules)
+      for (const Located& pattern : *entry.modules) rule.modules.push_back(pattern.text);
     for (const auto& [written, out] : {std::pair{&entry.when, &rule.when}, std::pair{&entry.unless, &rule.unless}})
       for (const WrittenCondition& condition : *written) {
         ArgCondition c{condition.arg.text, 0, {}};
@@ -337,17 +341,21 @@ class Resolver {
     finish_header(chain.front());
     if (device_) check_fp8();
     check_rule_dtypes();
+    merge_sections(chain);
     if (diags_.error_count() != errors_before) return std::nullopt;
     for (const PolicyFile& f : chain) result_.files.push_back(f.file);
-    // An overload's entries stand together (Note [precision rules]), at its first one's place.
+    // An overload's entries stand together (Note [precision rules]), at its first one's place;
+    // those scoped to modules first (Note [precision by place]), each group in resolution order.
     std::vector<bool> taken(slots_.size(), false);
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (slots_[i].removed || taken[i]) continue;
-      for (const size_t j : index_.at(slots_[i].entry.schema)) {
-        if (slots_[j].removed || taken[j]) continue;
-        taken[j] = true;
-        result_.entries.push_back(std::move(slots_[j].entry));
-      }
+      const std::vector<size_t>& same_overload = index_.at(slots_[i].entry.schema);
+      for (const bool scoped : {true, false})
+        for (const size_t j : same_overload) {
+          if (slots_[j].removed || taken[j] || slots_[j].entry.rule.modules.empty() == scoped) continue;
+          taken[j] = true;
+          result_.entries.push_back(std::move(slots_[j].entry));
+        }
     }
     return std::move(result_);
   }
@@ -374,6 +382,26 @@ class Resolver {
     }
   }
 
+  // Note [precision by place]: the requested file's sections first, then each base's that no
+  // file before it gave the same pattern; dtypes checked against the policy's lower precision
+  // (the device's default dtype when no file gives `lower_precision:`).
+  void merge_sections(const std::vector<PolicyFile>& chain) {
+    std::vector<WrittenSection> merged;
+    std::set<std::string> given;
+    for (const PolicyFile& file : chain)
+      for (const WrittenSection& section : file.sections)
+        if (given.insert(section.pattern.text).second) merged.push_back(section);
+    if (merged.empty() || !device_) return;
+    std::vector<std::string> dtypes = result_.lower_precision;
+    if (!lower_precision_given_) {
+      const auto& devices = autocast_devices();
+      const auto info = std::find_if(devices.begin(), devices.end(), [&](const DeviceInfo& d) { return d.device == device_->text; });
+      dtypes = {std::string(info->default_dtype)};
+    }
+    if (std::optional<std::vector<ModuleSection>> sections = resolve_sections(merged, dtypes, diags_, lower_precision_given_))
+      result_.sections = std::move(*sections);
+  }
+
   void apply_header(const PolicyFile& file) {
     if (file.device) {
       device_ = *file.device;
@@ -383,6 +411,7 @@ class Resolver {
       dispatch_key_ = file.dispatch_key;
     }
     if (file.lower_precision) {
+      lower_precision_given_ = true;
       result_.lower_precision.clear();
       for (const Located& dtype : *file.lower_precision) result_.lower_precision.push_back(dtype.text);
     }
@@ -614,6 +643,8 @@ class Resolver {
     resolved.message = entry.message ? entry.message->text : std::string();
     resolved.location = entry.op.location;
     resolved.length = entry.op.length;
+    if (entry.modules)
+      for (const Located& pattern : *entry.modules) resolved.module_locations.push_back(pattern.location);
     if (entry.policy == PolicyKind::fp32_set_opt_dtype) {
       const model::Argument* dtype = schema.find_argument("dtype");
       if (!dtype || !dtype->type.is_optional_scalar_type()) {
@@ -765,12 +796,45 @@ class Resolver {
   std::vector<Slot> slots_;
   std::unordered_map<const FunctionSchema*, std::vector<size_t>> index_;  // an overload's slots
   size_t file_index_ = 0;
+  bool lower_precision_given_ = false;  // by some file of the chain
 };
 
 }  // namespace
 
 std::optional<Rule> resolve_rule(const PolicyEntry& entry, const model::FunctionSchema* schema, DiagnosticEngine& diags) {
   return RuleResolver(diags).resolve(entry, schema);
+}
+
+std::optional<std::vector<ModuleSection>> resolve_sections(const std::vector<WrittenSection>& written,
+                                                          const std::vector<std::string>& lower_precision, DiagnosticEngine& diags,
+                                                          bool lower_precision_given) {
+  const size_t errors_before = diags.error_count();
+  std::vector<ModuleSection> sections;
+  for (const WrittenSection& w : written) {
+    std::optional<ModuleSection> section = parse_section_value(w.value.text);
+    if (!section) {  // the parser reports these; a caller that did not parse is a bug
+      diags.error(w.value.location, fmt::format("unknown section value '{}'", w.value.text), w.value.length);
+      continue;
+    }
+    if (section->kind == SectionKind::dtype &&
+        std::find(lower_precision.begin(), lower_precision.end(), section->dtype) == lower_precision.end()) {
+      diags.error(w.value.location,
+                  fmt::format("'{}: {}' names a dtype that is not a lower-precision dtype of this policy ({}); write one of them, fp32 "
+                              "or off",
+                              w.pattern.text, w.value.text,
+                              lower_precision_given ? fmt::format("'lower_precision: [{}]'", fmt::join(lower_precision, ", "))
+                                                    : fmt::format("no 'lower_precision:' is given, so it is the device's default, {}",
+                                                                  fmt::join(lower_precision, ", "))),
+                  w.value.length);
+      continue;
+    }
+    section->pattern = w.pattern.text;
+    section->location = w.pattern.location;
+    section->length = w.pattern.length;
+    sections.push_back(std::move(*section));
+  }
+  if (diags.error_count() != errors_before) return std::nullopt;
+  return sections;
 }
 
 std::optional<ResolvedPolicy> resolve_policy(const std::vector<PolicyFile>& chain, const model::SchemaSet& schemas,

@@ -46,6 +46,13 @@ struct ResolveTarget {
 // schema (a manifest's op the schemas at hand lack), values are read by their spelling alone.
 [[nodiscard]] std::optional<Rule> resolve_rule(const PolicyEntry& entry, const model::FunctionSchema* schema, DiagnosticEngine& diags);
 
+// The `modules:` section as the resolved model holds it (Note [precision by place]): each value
+// read, a dtype checked against `lower_precision` (the policy's; `lower_precision_given` false:
+// the device's default stands for it, and the message says so). Reports every problem.
+[[nodiscard]] std::optional<std::vector<ModuleSection>> resolve_sections(const std::vector<WrittenSection>& written,
+                                                                        const std::vector<std::string>& lower_precision,
+                                                                        DiagnosticEngine& diags, bool lower_precision_given = true);
+
 // load_policy_chain + resolve_policy.
 [[nodiscard]] std::optional<ResolvedPolicy> load_policy(const std::filesystem::path& path, const model::SchemaSet& schemas,
                                                         SourceManager& sources, DiagnosticEngine& diags,

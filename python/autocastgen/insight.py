@@ -138,10 +138,10 @@ _RANGE_COUNTS = ("calls", "output_elements", "float16_overflow", "float16_underf
 
 def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
     """The counts of `after` less those of `before` (two snapshots), in the file's order."""
-    earlier = {(e["op"], e.get("policy")): e for e in before["ops"]}
+    earlier = {(e["op"], e.get("policy"), e.get("module")): e for e in before["ops"]}
     ops = []
     for entry in after["ops"]:
-        old = earlier.get((entry["op"], entry.get("policy")))
+        old = earlier.get((entry["op"], entry.get("policy"), entry.get("module")))
         if old is not None:
             entry = dict(entry)
             for field in _COUNTS:
@@ -160,7 +160,8 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
                     del entry["compiled_calls"], entry["eager_only"]
         if entry["calls"]:
             ops.append(entry)
-    ops.sort(key=lambda e: (-e["calls"], e["op"], e.get("policy", "")))
+    # Rows outside every module before a module's (as the runtime sorts them).
+    ops.sort(key=lambda e: (-e["calls"], e["op"], e.get("policy", ""), "module" in e, e.get("module", "")))
     return {"version": after["version"], "ops": ops}
 
 

@@ -262,5 +262,47 @@ lists:
   EXPECT_EQ(import::yaml_quoted("a\x01z"), "\"a\\x01z\"");
 }
 
+// Note [precision by place]: the policy writer keeps entries' modules and the section (with the
+// lower-precision dtypes a section needs when C++ does not say them); the entries of one overload,
+// which no call matches twice, compare equal in another order (the writer lists them list by list).
+TEST_F(AuditTest, WrittenPolicyKeepsModuleRules) {
+  const auto original = policy(R"(autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  fp32:
+    - {op: log, modules: ["*.attn", lm_head], dtypes: [float16]}
+    - {op: softmax.int, modules: [head]}
+  lower_precision_fp:
+    - {op: log, modules: [encoder], dtypes: [bfloat16]}
+  fp32_set_opt_dtype: [softmax.int]
+modules: {"*.norm": fp32, layers.2: float16, encoder: off}
+)");
+  ASSERT_TRUE(original) << out_.str();
+  policy::ResolvedPolicy imported = *original;
+  imported.source = policy::PolicySource::cpp;
+  imported.lower_precision.clear();
+  const std::string text = import::policy_yaml(imported, {"kernels.cpp"});
+  EXPECT_NE(text.find("  lower_precision: [bfloat16, float16]  # the device's default and the module sections' dtypes\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("modules:\n  \"*.norm\": fp32\n  layers.2: float16\n  encoder: off\n"), std::string::npos) << text;
+  const auto back = policy(text, "back.yaml");
+  ASSERT_TRUE(back) << out_.str() << text;
+  EXPECT_EQ(back->sections, original->sections);
+  const PolicyDiff d = diff_policies({&*original, &*schemas_}, {&*back, &*schemas_});
+  EXPECT_TRUE(d.added.empty() && d.removed.empty() && d.changed.empty() && d.header.empty()) << diff_markdown(d, *original, *back);
+  // log's two scoped entries come back in list order, not the original's.
+  ASSERT_EQ(back->entries.size(), 4u);
+  EXPECT_NE(back->find("log")->policy, original->find("log")->policy);
+  // A changed pattern is a change, and the section's rows say what changed.
+  policy::ResolvedPolicy other = *back;
+  other.entries[0].rule.modules = {"elsewhere"};
+  other.sections.pop_back();
+  const PolicyDiff e = diff_policies({&*original, &*schemas_}, {&other, &*schemas_});
+  ASSERT_EQ(e.changed.size(), 1u);
+  ASSERT_EQ(e.header.size(), 1u);
+  EXPECT_EQ(e.header[0].field, "modules: encoder");
+  EXPECT_EQ(e.header[0].from, "off");
+  EXPECT_EQ(e.header[0].to, "none");
+}
+
 }  // namespace
 }  // namespace autocastgen::audit

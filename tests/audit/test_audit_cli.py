@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """`autocastgen audit` end to end on the mini schema fixture: coverage formats, diff shapes, exit
-statuses (0, 2 with --fail-on, 1 on errors), manifests as inputs, and --schemas given twice."""
+statuses (0, 2 with --fail-on, 1 on errors), manifests as inputs, --schemas given twice, and
+precision by place (entries' `modules:` and the `modules:` section) through check, manifests,
+diff and coverage."""
 from __future__ import annotations
 
 import argparse
@@ -172,6 +174,90 @@ class AuditCli(unittest.TestCase):
         gen = run("generate", "--policy", b, "--schemas", MINI, "--torch-version", "9.9", "--out", str(out_dir))
         self.assertEqual(gen.returncode, 1)
         self.assertFalse(out_dir.exists())
+
+    # Note [precision by place]: tests/data/policies/mini_modules.yaml extends a base with a section.
+    MODULES = "tests/data/policies/mini_modules.yaml"
+
+    def test_check_shows_module_rules(self) -> None:
+        text = run("check", "--policy", self.MODULES, "--schemas", MINI, "--torch-version", "2.15")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("; 5 overloads (9 entries); 6 entries scoped to modules; modules: {lm_head: fp32, layers.0: fp32, "
+                      "encoder.*: off, layers.2: float16, decoder.norm: fp32}\n", text.stdout)
+        resolved = json.loads(run("check", "--policy", self.MODULES, "--schemas", MINI, "--torch-version", "2.15",
+                                  "--format", "json").stdout)
+        # The section in order, the derived file's patterns first.
+        self.assertEqual(list(resolved["modules"].items()), [("lm_head", "fp32"), ("layers.0", "fp32"), ("encoder.*", "off"),
+                                                             ("layers.2", "float16"), ("decoder.norm", "fp32")])
+        softmax = [e for e in resolved["entries"] if e["op"] == "softmax.int"]
+        # The scoped entry first though the base lists the plain one.
+        self.assertEqual([(e["policy"], e.get("modules")) for e in softmax],
+                         [("fp32", ["layers.*.attn"]), ("fp32_set_opt_dtype", None)])
+        log = [e for e in resolved["entries"] if e["op"] == "log"]
+        self.assertEqual([(e.get("dtypes"), e.get("modules")) for e in log], [(["float16"], ["*.attn", "lm_head"]), (["bfloat16"], ["encoder"])])
+        # A policy without module rules says nothing of them.
+        plain = self.write("p.yaml", "autocast: {device: cpu}\nlists: {fp32: [log]}\n")
+        out = run("check", "--policy", plain, "--schemas", MINI)
+        self.assertNotIn("modules", out.stdout)
+        self.assertNotIn("modules", json.loads(run("check", "--policy", plain, "--schemas", MINI, "--format", "json").stdout))
+
+    def test_manifest_carries_module_rules_and_reads_back(self) -> None:
+        gen = run("generate", "--policy", self.MODULES, "--schemas", MINI, "--torch-version", "2.15", "--out", str(self.dir))
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        manifest = self.dir / "autocast_mini_modules.manifest.json"
+        data = json.loads(manifest.read_text())
+        self.assertEqual(list(data["modules"])[0], "lm_head")
+        diff = run("audit", "diff", self.MODULES, str(manifest), "--schemas", MINI, "--torch-version", "2.15", "--format", "json",
+                   "--fail-on", "added,removed,changed")
+        self.assertEqual(diff.returncode, 0, diff.stdout + diff.stderr)
+        self.assertEqual(json.loads(diff.stdout)["header"], [])
+        # A manifest's section is checked as a policy's: a dtype outside lower_precision is an error.
+        data["modules"]["layers.9"] = "float16"
+        data["lower_precision"] = ["bfloat16"]
+        bad = self.write("bad.manifest.json", json.dumps(data, indent=2))
+        out = run("audit", "diff", self.MODULES, bad, "--schemas", MINI, "--torch-version", "2.15")
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("error: 'layers.2: float16' names a dtype that is not a lower-precision dtype of this policy "
+                      "('lower_precision: [bfloat16]')", out.stderr)
+        # Scoped entries of an overload come before its other entries in a manifest too.
+        data = json.loads(manifest.read_text())
+        ops = data["ops"]
+        first = next(i for i, o in enumerate(ops) if o["op"] == "softmax.int")
+        ops[first], ops[first + 1] = ops[first + 1], ops[first]
+        swapped = self.write("swapped.manifest.json", json.dumps(data, indent=2))
+        out = run("audit", "diff", self.MODULES, swapped, "--schemas", MINI, "--torch-version", "2.15")
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("error: 'softmax.int' is scoped to modules after an entry that is not; an overload's scoped entries come first",
+                      out.stderr)
+
+    def test_diff_and_coverage_show_module_rules(self) -> None:
+        text = (ROOT / self.MODULES).read_text()
+        base = (ROOT / "tests/data/policies/mini_modules_base.yaml").read_text()
+        self.write("mini_modules_base.yaml", base)
+        edited = self.write("mini_modules.yaml", text.replace('["layers.*.attn"]', '["layers.*.mlp"]')
+                            .replace("  layers.2: float16", "  layers.2: bfloat16").replace("  layers.0: fp32", "  layers.1: off"))
+        out = run("audit", "diff", self.MODULES, edited, "--schemas", MINI, "--torch-version", "2.15", "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        diff = json.loads(out.stdout)
+        self.assertEqual([(c["op"], c["what"]) for c in diff["changed"]], [("softmax.int", "modules")])
+        self.assertEqual(diff["changed"][0]["entries"]["to"][0], {"policy": "fp32", "modules": ["layers.*.mlp"]})
+        self.assertEqual(diff["header"], [{"field": "modules: layers.0", "from": "fp32", "to": "none"},
+                                          {"field": "modules: layers.2", "from": "float16", "to": "bfloat16"},
+                                          {"field": "modules: layers.1", "from": "none", "to": "off"}])
+        md = run("audit", "diff", self.MODULES, edited, "--schemas", MINI, "--torch-version", "2.15").stdout
+        self.assertIn("| `softmax.int` | fp32 {modules: [layers.*.attn]}; fp32_set_opt_dtype | "
+                      "fp32 {modules: [layers.*.mlp]}; fp32_set_opt_dtype | modules |", md)
+        # Only the order of the section changed: one row says so.
+        reordered = self.write("mini_modules.yaml", text.replace("  lm_head: fp32\n  layers.0: fp32\n", "  layers.0: fp32\n  lm_head: fp32\n"))
+        diff = json.loads(run("audit", "diff", self.MODULES, reordered, "--schemas", MINI, "--torch-version", "2.15",
+                              "--format", "json").stdout)
+        self.assertEqual([h["field"] for h in diff["header"]], ["modules (order)"])
+        cov = run("audit", "coverage", "--policy", self.MODULES, "--schemas", MINI, "--torch-version", "2.15")
+        self.assertIn("| `encoder.*` | off | tests/data/policies/mini_modules.yaml:18:4 |", cov.stdout)
+        self.assertIn("| `softmax.int` | fp32 | `{modules: [layers.*.attn]}` |", cov.stdout)
+        report = json.loads(run("audit", "coverage", "--policy", self.MODULES, "--schemas", MINI, "--torch-version", "2.15",
+                                "--format", "json").stdout)
+        self.assertEqual(report["modules"]["decoder.norm"], "fp32")
+        self.assertEqual(report["ops"][0]["modules"], ["layers.*.attn"])
 
 
 def main() -> int:

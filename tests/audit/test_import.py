@@ -10,7 +10,10 @@
    are read back from the wrappers' conditions and marked arguments;
 5. cpu generated with `--shards 3`: `import` of the three files gives the policy back (the
    importer merges the registrations of all files it reads; `audit diff` takes one file per side,
-   so a sharded library is compared through its manifest or through the policy `import` writes).
+   so a sharded library is compared through its manifest or through the policy `import` writes);
+6. precision by place (tests/data/policies/mini_modules.yaml): entries scoped to modules
+   (`k<Wrapper>Modules<N>.match()`), a plain entry ending a chain after them, and the `modules:`
+   section (rt::ModuleSections) read back, directly and through the policy `import` writes.
 Comparisons go through `autocastgen audit diff --fail-on added,removed,changed`."""
 from __future__ import annotations
 
@@ -127,12 +130,29 @@ def main() -> int:
             same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "sharded_back" / "cpu.yaml", failures)
         same_policy(cli, "schemas/policies/cpu.yaml", out_dir / "sharded" / "autocast_cpu.manifest.json", failures)
 
+        # 6. Precision by place.
+        modules = "tests/data/policies/mini_modules.yaml"
+        gen = run(cli, "generate", "--policy", modules, "--out", str(out_dir / "modules"))
+        if gen.returncode != 0:
+            print(gen.stdout + gen.stderr)
+            return 1
+        same_policy(cli, modules, out_dir / "modules" / "autocast_mini_modules.cpp", failures)
+        back = run(cli, "import", str(out_dir / "modules" / "autocast_mini_modules.cpp"), "-o", str(out_dir / "modules_back"))
+        if back.returncode != 0 or back.stderr:
+            failures.append(f"importing the module rules: status {back.returncode}\n{back.stdout}{back.stderr}")
+        else:
+            same_policy(cli, modules, out_dir / "modules_back" / "cpu.yaml", failures)
+            written = (out_dir / "modules_back" / "cpu.yaml").read_text()
+            for line in ("    - {op: softmax.int, modules: [layers.*.attn]}\n", "modules:\n  lm_head: fp32\n", "  layers.2: float16\n"):
+                if line not in written:
+                    failures.append(f"the imported module rules lack {line!r}:\n{written}")
+
     for f in failures:
         print("FAIL", f)
     if not failures:
         print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu, "
-              "for cpu generated with --state autocastgen, for the precision-rules recipe in both states, and for "
-              "cpu in three shards")
+              "for cpu generated with --state autocastgen, for the precision-rules recipe in both states, for "
+              "cpu in three shards, and for module rules")
     return 1 if failures else 0
 
 

@@ -18,6 +18,10 @@ FP8_ARGS = ["generate", "--policy", "tests/data/policies/mini_fp8.yaml",
 RULES_ARGS = ["generate", "--policy", "tests/data/policies/mini_rules.yaml",
               "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_rules"]
 
+# Precision by place: entries scoped to modules and the `modules:` section, over a base file.
+MODULES_ARGS = ["generate", "--policy", "tests/data/policies/mini_modules.yaml",
+                "--schemas", "tests/data/schemas/mini_native_functions.yaml", "--torch-version", "2.15", "--name", "mini_modules"]
+
 # Two shards (Note [shards] in codegen/emit/torch_target.h), with --state autocastgen so shard 1
 # also holds the key claim (every op of both shards) and the fallthrough fallback.
 SHARDED_ARGS = [*ARGS[:-1], "mini_sharded", "--state", "autocastgen", "--shards", "2"]
@@ -28,8 +32,8 @@ def run(cli, *extra, check=True):
 
 
 def run_variants(cli, out):
-    """The own-state, fp8 and precision-rules variants of the golden output."""
-    for args in (OWN_STATE_ARGS, FP8_ARGS, RULES_ARGS, SHARDED_ARGS):
+    """The own-state, fp8, precision-rules and precision-by-place variants of the golden output."""
+    for args in (OWN_STATE_ARGS, FP8_ARGS, RULES_ARGS, MODULES_ARGS, SHARDED_ARGS):
         subprocess.run([cli, *args, "--out", out], capture_output=True, text=True, check=True)
 
 

@@ -71,8 +71,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(continues || seen.insert(e.schema).second, "listed apart: " + e.schema->str());
     if (continues) {
       for (size_t j = i; j-- > 0 && entries[j].schema == e.schema;) {
-        FUZZ_CHECK(e.rule.conditional() && entries[j].rule.conditional(), "an unconditional entry shares: " + e.schema->str());
-        FUZZ_CHECK(!policy::rules_overlap(e.rule, entries[j].rule), "overlapping entries: " + e.schema->str());
+        // Note [precision by place]: scoped entries first; a plain entry may follow only them.
+        const policy::Rule& before = entries[j].rule;
+        FUZZ_CHECK(before.conditional() && (e.rule.conditional() || !before.modules.empty()),
+                   "an unconditional entry shares: " + e.schema->str());
+        FUZZ_CHECK(e.rule.modules.empty() || !before.modules.empty(), "a scoped entry after an unscoped one: " + e.schema->str());
+        FUZZ_CHECK(!policy::rules_overlap(e.rule, before), "overlapping entries: " + e.schema->str());
       }
     }
     for (const auto* conditions : {&e.rule.when, &e.rule.unless})
@@ -91,6 +95,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK((e.policy == policy::PolicyKind::fp32_append_dtype) == (e.redispatch != nullptr), e.schema->str());
     if (e.policy == policy::PolicyKind::banned) FUZZ_CHECK(!e.message.empty(), e.schema->str());
   }
-  FUZZ_CHECK(!resolved->device.empty() && !resolved->dispatch_key.empty() && !resolved->lower_precision.empty(), out.str());
+  std::set<std::string> patterns;
+  for (const policy::ModuleSection& section : resolved->sections) {
+    FUZZ_CHECK(!section.pattern.empty() && patterns.insert(section.pattern).second, section.pattern);
+    FUZZ_CHECK(section.kind != policy::SectionKind::dtype ||
+                   std::find(resolved->lower_precision.begin(), resolved->lower_precision.end(), section.dtype) !=
+                       resolved->lower_precision.end(),
+               section.dtype);
+  }
+    FUZZ_CHECK(!resolved->device.empty() && !resolved->dispatch_key.empty() && !resolved->lower_precision.empty(), out.str());
   return 0;
 }

@@ -177,6 +177,114 @@ struct ErrorCase {
   const char* expected;
 };
 
+// Note [precision by place]: an entry scoped to modules shares its overload with unscoped ones and
+// comes before them; two scoped entries overlap as their other conditions do.
+TEST_F(PolicyTest, ModuleScopedEntriesComeFirstAndShareTheirOverload) {
+  write("p.yaml", R"(autocast:
+  device: cpu
+  lower_precision: [bfloat16, float16]
+lists:
+  fp32_set_opt_dtype: [softmax.int]
+  fp32:
+    - {op: softmax.int, modules: ["layers.*.attn", lm_head]}
+    - {op: log, dtypes: [float16]}
+  lower_precision_fp:
+    - {op: log, modules: ["*"], dtypes: [float16]}
+    - {op: log, modules: [encoder], dtypes: [bfloat16]}
+)");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  ASSERT_EQ(policy->entries.size(), 5u);
+  const auto& e = policy->entries;
+  EXPECT_EQ(e[0].op, "softmax.int");
+  EXPECT_EQ(e[0].policy, PolicyKind::fp32);
+  EXPECT_EQ(e[0].rule.modules, (std::vector<std::string>{"layers.*.attn", "lm_head"}));
+  ASSERT_EQ(e[0].module_locations.size(), 2u);
+  EXPECT_EQ(sources_.location_text(e[0].module_locations[0]).substr(sources_.location_text(e[0].module_locations[0]).rfind('/') + 1),
+            "p.yaml:7:36");
+  EXPECT_EQ(e[1].policy, PolicyKind::fp32_set_opt_dtype);
+  EXPECT_TRUE(e[1].rule.modules.empty());
+  // log: the two scoped entries (file order), then the unscoped one listed before them.
+  EXPECT_EQ(e[2].rule.modules, std::vector<std::string>{"*"});
+  EXPECT_EQ(e[3].rule.modules, std::vector<std::string>{"encoder"});
+  EXPECT_EQ(e[4].policy, PolicyKind::fp32);
+  EXPECT_TRUE(e[4].rule.modules.empty());
+  EXPECT_EQ(e[2].rule.str(), R"({dtypes: [float16], modules: ["*"]})");
+  EXPECT_EQ(e[0].rule.condition_str(), "{modules: [layers.*.attn, lm_head]}");
+  EXPECT_TRUE(policy->sections.empty());
+}
+
+TEST_F(PolicyTest, RulesOverlapIgnoresPatternsButNotScope) {
+  Rule scoped_a;
+  scoped_a.modules = {"a"};
+  Rule scoped_b;
+  scoped_b.modules = {"b"};
+  Rule plain;
+  EXPECT_FALSE(rules_overlap(scoped_a, plain));
+  EXPECT_FALSE(rules_overlap(plain, scoped_b));
+  EXPECT_TRUE(rules_overlap(scoped_a, scoped_b));  // patterns are not compared
+  scoped_b.dtypes = {"float16"};
+  scoped_a.dtypes = {"bfloat16"};
+  EXPECT_FALSE(rules_overlap(scoped_a, scoped_b));
+  EXPECT_TRUE(scoped_a.conditional());
+  EXPECT_FALSE(scoped_a == scoped_b);
+}
+
+// Sections: the derived file's first, a derived pattern replacing the base's.
+TEST_F(PolicyTest, ModuleSectionsMergeAcrossExtends) {
+  write("base.yaml", R"(autocast: {device: cpu}
+lists: {fp32: [log]}
+modules:
+  lm_head: off
+  decoder.norm: fp32
+  "*.attn": bfloat16
+)");
+  write("p.yaml", R"(extends: base.yaml
+autocast: {lower_precision: [float16, bfloat16]}
+modules:
+  layers.2: float16
+  lm_head: fp32
+)");
+  auto policy = resolve("p.yaml");
+  ASSERT_TRUE(policy) << diagnostics();
+  ASSERT_EQ(policy->sections.size(), 4u);
+  EXPECT_EQ(sections_str(policy->sections), R"({layers.2: float16, lm_head: fp32, decoder.norm: fp32, "*.attn": bfloat16})");
+  EXPECT_EQ(policy->sections[0].kind, SectionKind::dtype);
+  EXPECT_EQ(policy->sections[0].value(), "float16");
+  EXPECT_EQ(policy->sections[1].kind, SectionKind::fp32);
+  EXPECT_EQ(sources_.line_column(policy->sections[1].location).line, 5u);  // the derived file's
+  EXPECT_EQ(policy->sections[3].pattern, "*.attn");
+}
+
+// What Rule::str() and sections_str() print is the language: written back into a policy file, it
+// reads back to an equal rule and section (patterns quoted where YAML needs it).
+TEST_F(PolicyTest, ModuleRulesPrintAndReadBackEqual) {
+  write("p.yaml", R"(autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  fp32:
+    - {op: log, modules: ["*.attn", "layers.*", "true", "1", lm_head, "a#b", "x:y", "{z}", "'q'"], dtypes: [float16]}
+    - {op: pow.Tensor_Scalar, modules: [encoder], unless: {exponent: 2}}
+modules: {"*": off, "off": fp32, "layers.*.attn": bfloat16, "null": float16, "a,b": off}
+)");
+  auto first = resolve("p.yaml");
+  ASSERT_TRUE(first) << diagnostics();
+  std::string text = "autocast: {device: cpu, lower_precision: [bfloat16, float16]}\nlists:\n  fp32:\n";
+  for (const ResolvedEntry& e : first->entries) {
+    const std::string rule = e.rule.str();
+    ASSERT_EQ(rule.front(), '{');
+    text += "    - {op: " + e.op + ", " + rule.substr(1) + "\n";
+  }
+  text += "modules: " + sections_str(first->sections) + "\n";
+  write("q.yaml", text);
+  auto second = resolve("q.yaml");
+  ASSERT_TRUE(second) << diagnostics() << text;
+  ASSERT_EQ(first->entries.size(), second->entries.size());
+  for (size_t i = 0; i < first->entries.size(); ++i) EXPECT_EQ(first->entries[i].rule, second->entries[i].rule) << text;
+  EXPECT_EQ(first->sections, second->sections) << text;
+  EXPECT_EQ(first->entries[0].rule.modules.size(), 9u);
+  EXPECT_EQ(first->sections.size(), 5u);
+}
+
 class PolicyErrorTable : public PolicyTest, public ::testing::WithParamInterface<ErrorCase> {};
 
 TEST_P(PolicyErrorTable, FirstDiagnostic) {
@@ -256,6 +364,18 @@ INSTANTIATE_TEST_SUITE_P(
                   "2:10: error: cannot read extended policy 'missing.yaml': No such file or directory"},
         ErrorCase{"autocast: {device: cuda}\nextends: p.yaml\n", "2:10: error: 'extends:' cycle: p.yaml -> p.yaml"},
         ErrorCase{"autocast:\n\tdevice: cuda\n", "2:1: error: tab character in indentation; YAML allows only spaces"},
+        // Note [precision by place]: entries' `modules:` and the `modules:` section.
+        ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [{op: log, modules: lm_head}]}\n",
+                  "2:35: error: 'modules:' must be a list of module patterns such as [\"layers.*.attn\"], found a scalar"},
+        ErrorCase{"autocast: {device: cuda}\nmodules: {lm_head: fp64}\n",
+                  "2:20: error: unknown section value 'fp64' for 'lm_head' (expected fp32, off, float16 or bfloat16)"},
+        ErrorCase{"autocast: {device: cuda}\nmodules: {lm_head: half}\n",
+                  "2:20: error: unknown section value 'half' for 'lm_head'; did you mean 'float16'?"},
+        ErrorCase{"autocast: {device: cuda, lower_precision: [float16]}\nmodules: {lm_head: bfloat16}\n",
+                  "2:20: error: 'lm_head: bfloat16' names a dtype that is not a lower-precision dtype of this policy "
+                  "('lower_precision: [float16]'); write one of them, fp32 or off"},
+        ErrorCase{"autocast: {device: cuda}\nmodules: {\"a\\u0001b\": off}\n",
+                  "2:11: error: module pattern \"a\\x01b\" holds character U+0001; module paths have no whitespace or control characters"},
         ErrorCase{"autocast: {device: cuda\n", "2:1: error: invalid YAML: end of map flow not found"}));
 
 

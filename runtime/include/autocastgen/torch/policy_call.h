@@ -44,6 +44,11 @@ TORCH_API bool is_autocast_cache_enabled();
 
 namespace autocastgen::torch {
 
+// Precision by place (autocastgen/runtime/modules.h): what generated files register.
+using ModulePatterns = ::autocastgen::modules::Patterns;
+using ModuleSections = ::autocastgen::modules::Sections;
+using ::autocastgen::modules::SectionKind;
+
 // Note [promote semantics]: the widest floating type among the eligible Tensor and Tensor[]
 // arguments, starting from the lower-precision dtype; float64 is ignored and mixing float16 with
 // bfloat16 is an error. As in PyTorch, optional tensors do not take part (they are still cast).
@@ -237,7 +242,11 @@ class Call {
       if (section.kind == SectionKind::fp32 || section.kind == SectionKind::off) act = false;
       else if (section.kind == SectionKind::dtype) section_dtype_ = section.dtype;
     }
-    if ((active & stats::detail::kInsight) != 0) act = begin_counting(active) && act;
+    if ((active & stats::detail::kInsight) != 0) {
+      act = begin_counting(active) && act;
+      // An untouched call still reports its input dtypes (run_observed notes them).
+      if (!act) observe_ = true;
+    }
     return act;
   }
   bool begin_counting(uint32_t active) const {
@@ -251,6 +260,10 @@ class Call {
   C10_NOINLINE decltype(auto) run_observed(const Op& op, const Args&... args) const {
     stats::Tensors inputs;
     (inputs.add(args), ...);
+    if ((active_ & (stats::detail::kWatch | stats::detail::kRanges)) == 0) {  // counted, left untouched by a section
+      for (const at::Tensor& tensor : inputs.tensors()) note_input(tensor);
+      return invoke(op, args...);
+    }
     const at::ScalarType first = stats::observe_inputs(*counters_, active_, inputs);
     if (first_input_ == at::ScalarType::Undefined) first_input_ = first;
     using Result = decltype(invoke(op, args...));

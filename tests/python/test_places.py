@@ -1,0 +1,178 @@
+"""Precision by place from Python: autocastgen.attach(model), module-scoped rules (an entry's
+``modules:``, the ``modules:`` section) in runtime policies and compiled policies, and the insight
+by module (docs/policy-language.md "Precision by place", docs/python.md).
+
+Each case runs in a fresh interpreter: loading a generated library or a policy cannot be undone.
+ctest sets AUTOCASTGEN_BUILD_DIR; by hand:
+  AUTOCASTGEN_BUILD_DIR=build python3 -m pytest tests/python/test_places.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
+RUNTIME = BUILD / "lib" / "libautocastgen_runtime_torch.so"
+CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
+CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastgen"))
+
+pytestmark = pytest.mark.skipif(
+    not (RUNTIME.is_file() and CPU_LIBRARY.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
+    reason="the build's runtime, generated CPU library or Python package is missing (set AUTOCASTGEN_BUILD_DIR)",
+)
+
+# A model with a nested module and an overflow in one place: the first Linear sees inputs up to
+# 60000 and its outputs leave float16's range; the rest stays small.
+PRELUDE = textwrap.dedent(
+    """
+    import json, warnings
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 16)
+            self.act = torch.nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.proj(x))
+
+    def make_model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 64), Block(), torch.nn.Linear(16, 4))
+
+    def inputs():
+        torch.manual_seed(1)
+        return torch.rand(32, 8) * 60000
+
+    def rows(table):
+        return sorted((r.get("module"), r["op"], r["calls"], sorted(r["ran_in"])) for r in table["ops"])
+    """
+)
+
+
+def run_child(body: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join([str(BUILD / "python"), child_env.get("PYTHONPATH", "")])
+    for name in ("AUTOCASTGEN_STATS", "AUTOCASTGEN_RECORD", "AUTOCASTGEN_FINITE", "AUTOCASTGEN_POLICY"):
+        child_env.pop(name, None)
+    child_env.update(env or {})
+    result = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        capture_output=True, text=True, env=child_env, timeout=300,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def last_json(result: subprocess.CompletedProcess):
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_attach_names_every_call_by_its_module_in_statistics_and_the_record(tmp_path: pathlib.Path) -> None:
+    record = tmp_path / "record.json"
+    result = run_child(
+        f"""
+        torch.ops.load_library({str(CPU_LIBRARY)!r})
+        import autocastgen
+        model = make_model()
+        x = inputs() / 60000
+        out = {{}}
+        with autocastgen.attach(model):
+            with autocastgen.stats() as s, torch.autocast("cpu", dtype=torch.bfloat16):
+                model(x)
+            out["inside"] = autocastgen.places.current_module()
+            with autocastgen.record({str(record)!r}), torch.autocast("cpu", dtype=torch.float16):
+                model(inputs())
+        out["stats"] = rows(s.table)
+        with autocastgen.stats() as after, torch.autocast("cpu", dtype=torch.bfloat16):
+            model(x)  # removed: no module any more
+        out["after"] = rows(after.table)
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["inside"] is None  # every frame left after the forward
+    assert out["stats"] == [["0", "aten::linear", 1, ["bfloat16"]], ["1.proj", "aten::linear", 1, ["bfloat16"]],
+                            ["2", "aten::linear", 1, ["bfloat16"]]]
+    assert out["after"] == [[None, "aten::linear", 3, ["bfloat16"]]]
+    table = json.loads(record.read_text())
+    by_module = {r["module"]: r for r in table["ops"]}
+    assert set(by_module) == {"0", "1.proj", "2"}
+    assert by_module["0"]["ranges"]["float16_overflow"] > 0  # the one place that overflows
+    assert by_module["1.proj"]["ranges"]["float16_overflow"] == 0
+    # The file is the process-wide table (the stats block above is in it too); record-only cast nothing.
+    assert by_module["0"]["ran_in"] == {"bfloat16": 1, "float32": 1}
+
+    # The CLI's view: a row per (module, op), and by default one per op.
+    by = subprocess.run([str(CLI), "stats", str(record), "--by", "module"], capture_output=True, text=True, check=True)
+    lines = by.stdout.splitlines()
+    assert lines[0].endswith("3 rows (module, op)")
+    assert [line.split()[0] for line in lines[2:5]] == ["0", "1.proj", "2"]
+    plain = subprocess.run([str(CLI), "stats", str(record)], capture_output=True, text=True, check=True)
+    assert plain.stdout.splitlines()[0].endswith("1 op")
+
+
+def test_the_watch_names_the_module_beside_the_line() -> None:
+    result = run_child(
+        f"""
+        torch.ops.load_library({str(CPU_LIBRARY)!r})
+        import autocastgen
+        model = make_model()
+        with autocastgen.attach(model), autocastgen.watch("raise"):
+            try:
+                with torch.autocast("cpu", dtype=torch.float16):
+                    model(inputs())
+            except RuntimeError as error:
+                print(json.dumps(str(error).splitlines()[0]))
+        """
+    )
+    message = last_json(result)
+    assert "non-finite output: aten::linear" in message
+    assert "; in module '0'; called from " in message
+
+
+def test_frames_are_left_when_a_forward_raises_and_module_scope_by_hand() -> None:
+    result = run_child(
+        """
+        import autocastgen
+
+        class Fails(torch.nn.Module):
+            def forward(self, x):
+                raise ValueError("boom")
+
+        model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(Fails()))
+        out = {}
+        with autocastgen.attach(model):
+            try:
+                model(torch.randn(1, 2))
+            except ValueError:
+                pass
+        out["after_raise"] = autocastgen.places.current_module()
+        out["depth"] = int(torch.ops.autocastgen.module_depth())
+        with autocastgen.ModuleScope("decoder.layers.3"):
+            out["by_hand"] = autocastgen.places.current_module()
+        out["globs"] = [autocastgen.places.glob_matches(p, "layers.3.attn") for p in ("layers.*.attn", "layers.*", "attn")]
+        try:
+            autocastgen.attach(object())
+        except TypeError as error:
+            out["not_a_module"] = str(error)
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["after_raise"] is None and out["depth"] == 0
+    assert out["by_hand"] == "decoder.layers.3"
+    assert out["globs"] == [True, True, False]
+    assert out["not_a_module"] == "autocastgen.attach: expected a torch.nn.Module, got object"

@@ -448,6 +448,13 @@ def _relative_base(base: str, out: Path) -> str:
     return Path(os.path.relpath(Path(base).resolve(), out.resolve().parent)).as_posix()
 
 
+def _magnitudes(measured: _Measure) -> str:
+    """What the float32 run measured at a place the validation needed (Note [risk order])."""
+    if measured.input_max_abs is None or measured.output_max_abs is None:
+        return ""
+    return f" (max |in| {measured.input_max_abs:.6g}, max |out| {measured.output_max_abs:.6g})"
+
+
 def _advice_for(places: Iterable[Place], measures: Mapping[Place, _Measure], every: Iterable[Place],
                 base: str, dtype: str) -> Advice:
     """The advice that moves exactly `places` (the text the runs verify)."""
@@ -455,8 +462,9 @@ def _advice_for(places: Iterable[Place], measures: Mapping[Place, _Measure], eve
     covered = _sections(places, every)
     moved = []
     for place in places:
-        reason = measures[place].range_reason
-        text = reason or "needed to pass validation"
+        measured = measures[place]
+        reason = measured.range_reason
+        text = reason or "needed to pass validation" + _magnitudes(measured)
         if not place.module:  # Note [the root]
             text += " (called in the root module's own forward: moved everywhere, modules: [\"*\"])"
         moved.append(Moved(place.module, place.op, text, "ranges" if reason else "validation", covered.get(place)))

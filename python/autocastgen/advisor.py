@@ -653,6 +653,9 @@ def advise(
     policy = os.fspath(policy)
     if max_runs < 2:
         raise AdviseError(f"max_runs={max_runs}: the advisor needs at least 2 runs (float32 and the base)")
+    if str(torch.ops.autocastgen.record_path()):
+        raise AdviseError("record-only mode is on for the whole process (AUTOCASTGEN_RECORD): the advisor's "
+                          "verification runs must cast; run it without AUTOCASTGEN_RECORD")
     _check_base(policy, name, device)
     run = _Runner(model, args, kwargs, device, lower)
     check = _default_check(rtol if rtol is not None else _DEFAULT_RTOL[name], atol)

@@ -386,3 +386,19 @@ def test_errors(tmp_path):
         {"op": "aten::linear", "policy": "lower_precision_fp", "module": "0", "calls": 1, "ran_in": {"float16": 1}}]}))
     with pytest.raises(AdviseError, match=r"stats.json: the record has no value ranges: take it in record-only mode"):
         advise_record(tmp_path / "stats.json", CPU_POLICY, "float16")
+
+
+def test_a_record_only_process_is_refused(tmp_path):
+    # AUTOCASTGEN_RECORD is read when the runtime loads: a child process.
+    code = ("import sys, torch, autocastgen\n"
+            f"sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})\n"
+            "from test_advise import overflow_model, CPU_POLICY\n"
+            "model, x = overflow_model()\n"
+            "try:\n"
+            "    autocastgen.advise(model, x, policy=CPU_POLICY)\n"
+            "except autocastgen.AdviseError as error:\n"
+            "    print(error)\n")
+    env = dict(os.environ, AUTOCASTGEN_RECORD=str(tmp_path / "r.json"),
+               PYTHONPATH=os.pathsep.join([str(BUILD / "python"), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.stdout.startswith("record-only mode is on for the whole process (AUTOCASTGEN_RECORD)"), result.stderr

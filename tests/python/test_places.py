@@ -176,3 +176,159 @@ def test_frames_are_left_when_a_forward_raises_and_module_scope_by_hand() -> Non
     assert out["by_hand"] == "decoder.layers.3"
     assert out["globs"] == [True, True, False]
     assert out["not_a_module"] == "autocastgen.attach: expected a torch.nn.Module, got object"
+
+
+# A policy with both forms (the issue's syntax): Block's projection in float32 by an entry, the
+# last Linear (module "2") in float32 by the section, and the first one ("0") in float16 inside a
+# bfloat16 scope by the section.
+PLACES_POLICY = textwrap.dedent(
+    """
+    autocast:
+      device: cpu
+      lower_precision: [bfloat16, float16]
+    lists:
+      lower_precision_fp: [linear]
+      fp32:
+        - {op: linear, modules: ["*.proj"]}
+    modules:
+      "2": fp32
+      "0": float16
+    """
+)
+
+# What each module's linear runs in, inside a bfloat16 scope, with the policy above.
+EXPECTED_RAN_IN = [["0", "aten::linear", 1, ["float16"]], ["1.proj", "aten::linear", 1, ["float32"]],
+                   ["2", "aten::linear", 1, ["float32"]]]
+
+PLACES_CHECK = """
+    model = make_model()
+    x = (inputs() / 60000).to(torch.bfloat16).float()
+    with autocastgen.attach(model):
+        with autocastgen.stats() as s, torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model(x)
+    out = {"rows": rows(s.table), "dtype": str(y.dtype)}
+    with autocastgen.stats() as plain, torch.autocast("cpu", dtype=torch.bfloat16):
+        model(x)  # not attached: no place, the lists as everywhere
+    out["plain"] = rows(plain.table)
+    with autocastgen.attach(model), torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+        out["off"] = str(model(x).dtype)  # sections change nothing while autocast is off
+"""
+
+
+def check_places(out: dict) -> None:
+    assert out["rows"] == EXPECTED_RAN_IN
+    # The section's fp32 module got bfloat16 activations from Block and cast them (attach's pre-hook).
+    assert out["dtype"] == "torch.float32"
+    assert out["plain"] == [[None, "aten::linear", 3, ["bfloat16"]]]
+    assert out["off"] == "torch.float32"
+
+
+def test_a_runtime_policy_honours_modules_entries_and_sections(tmp_path: pathlib.Path) -> None:
+    policy = tmp_path / "places.yaml"
+    policy.write_text(PLACES_POLICY)
+    result = run_child(
+        f"""
+        import autocastgen
+        autocastgen.load_policy({str(policy)!r})
+        {textwrap.indent(textwrap.dedent(PLACES_CHECK), "        ").strip()}
+        print(json.dumps(out))
+        """
+    )
+    check_places(last_json(result))
+
+
+def test_a_compiled_policy_honours_modules_entries_and_sections(tmp_path: pathlib.Path) -> None:
+    policy = tmp_path / "places.yaml"
+    policy.write_text(PLACES_POLICY)
+    result = run_child(
+        f"""
+        import autocastgen
+        autocastgen.compile_policy({str(policy)!r})
+        {textwrap.indent(textwrap.dedent(PLACES_CHECK), "        ").strip()}
+        print(json.dumps(out))
+        """,
+        env={"AUTOCASTGEN_CACHE": str(tmp_path / "cache")},
+    )
+    check_places(last_json(result))
+
+
+def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path: pathlib.Path) -> None:
+    policy = tmp_path / "typo.yaml"
+    policy.write_text(
+        "autocast:\n  device: cpu\nlists:\n  fp32:\n    - {op: softmax.int, modules: [\"layers.*.atn\"]}\nmodules:\n  lm_head: fp32\n"
+    )
+    result = run_child(
+        f"""
+        import autocastgen
+        autocastgen.load_policy({str(policy)!r})
+        model = make_model()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            autocastgen.attach(model).remove()
+        out = {{"warnings": sorted(str(w.message) for w in caught)}}
+        try:
+            autocastgen.attach(model, strict=True)
+        except ValueError as error:
+            out["strict"] = str(error)
+        autocastgen.clear_runtime_policies()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            autocastgen.attach(model).remove()
+        out["after_clear"] = [str(w.message) for w in caught]
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert len(out["warnings"]) == 2
+    # Where: the policy's file:line:col as its diagnostics name the file.
+    assert out["warnings"][0].startswith("autocastgen.attach: the entry's modules: pattern 'layers.*.atn' (")
+    assert "typo.yaml:5:12) matches" in out["warnings"][0]
+    assert "matches no module of the attached Sequential" in out["warnings"][0]
+    assert out["warnings"][1].startswith("autocastgen.attach: the modules: section pattern 'lm_head' (")
+    assert "typo.yaml:7:3) matches" in out["warnings"][1]
+    assert out["strict"].startswith("autocastgen.attach: the ")
+    assert out["after_clear"] == []
+
+
+@pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15),
+                    reason="torch.compile support is verified on PyTorch 2.15 (docs/compile.md)")
+def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_change() -> None:
+    # fullgraph: the hooks inline; aot_eager bit for bit, Inductor within tolerance; the statistics
+    # of the compiled calls keep their modules; dropping the rules traces again (the guard).
+    result = run_child(
+        f"""
+        import autocastgen
+        autocastgen.load_policy({PLACES_POLICY!r})
+        model = make_model()
+        x = (inputs() / 60000).to(torch.bfloat16).float()
+        handle = autocastgen.attach(model)
+
+        def step(x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return model(x)
+
+        eager = step(x)
+        out = {{"eager": str(eager.dtype)}}
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            compiled = torch.compile(step, backend=backend, fullgraph=True)
+            with autocastgen.stats() as s:
+                got = compiled(x)
+            out[backend] = {{"dtype": str(got.dtype), "rows": rows(s.table),
+                             "equal": torch.equal(got, eager),
+                             "close": torch.allclose(got, eager, rtol=1e-2, atol=1e-2)}}
+        autocastgen.clear_runtime_policies()
+        again = compiled(x)  # the same compiled function: the module rules changed
+        out["after_clear"] = {{"dtype": str(again.dtype), "close": torch.allclose(again, step(x), rtol=1e-2, atol=1e-2)}}
+        handle.remove()
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["eager"] == "torch.float32"
+    assert out["aot_eager"] == {"dtype": "torch.float32", "rows": EXPECTED_RAN_IN, "equal": True, "close": True}
+    assert out["inductor"]["dtype"] == "torch.float32" and out["inductor"]["close"]
+    assert out["inductor"]["rows"] == EXPECTED_RAN_IN
+    # Without the rules the generated library is gone too (cleared runtime policies give PyTorch's
+    # kernel back): every linear in bfloat16 again, retraced.
+    assert out["after_clear"] == {"dtype": "torch.bfloat16", "close": True}

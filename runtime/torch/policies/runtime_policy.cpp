@@ -88,7 +88,11 @@ struct RuleSpec {
   std::optional<c10::OperatorHandle> redispatch;    // fp32_append_dtype
   std::string message;                              // banned
   std::optional<fp8::Recipe> fp8_recipe;            // fp8
-  std::shared_ptr<const modules::Patterns> modules;  // `modules:`; null: everywhere (Note [precision by place])
+  // `modules:` (Note [precision by place]): held by the Registry while the policy is installed, so
+  // that a cleared policy's patterns leave the table though its kernel lives on (Note [replacing a
+  // runtime policy while it runs]); a late call of a cleared rule matches no module.
+  bool scoped = false;
+  std::weak_ptr<const modules::Patterns> modules;
 };
 
 // Everything the kernel needs, fixed at registration.
@@ -101,6 +105,7 @@ struct KernelSpec {
   c10::DispatchKey key;
   std::vector<ArgKind> args;
   std::vector<RuleSpec> rules;  // one, or several conditional ones (Note [precision rules])
+  std::vector<std::shared_ptr<const modules::Patterns>> patterns;  // the rules' `modules:`, owned until installed
 };
 
 // An argument on the stack against a condition's literal, as the generated rt::is_one_of compares
@@ -138,7 +143,10 @@ template <typename State>
 const RuleSpec* select_rule(const KernelSpec& spec, const c10::Stack& stack, size_t base) {
   std::optional<at::ScalarType> lower;
   for (const RuleSpec& rule : spec.rules) {
-    if (rule.modules && !rule.modules->match()) continue;
+    if (rule.scoped) {
+      const std::shared_ptr<const modules::Patterns> patterns = rule.modules.lock();
+      if (!patterns || !patterns->match()) continue;
+    }
     if (!rule.dtypes.empty()) {
       if (!lower) lower = torch::lower_precision<State>(spec.device);
       if (std::find(rule.dtypes.begin(), rule.dtypes.end(), *lower) == rule.dtypes.end()) continue;
@@ -307,7 +315,7 @@ at::ScalarType scalar_type_named(const std::string& dtype) {
 using Where = std::function<std::string(SourceLocation)>;
 
 RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPolicy& resolved, const c10::OperatorHandle& handle,
-                   const std::string& ns, const Where& where) {
+                   const std::string& ns, const Where& where, std::vector<std::shared_ptr<const modules::Patterns>>& owned) {
   RuleSpec rule{.policy = entry.policy,
                 .dtypes = {},
                 .when = {},
@@ -317,7 +325,8 @@ RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPol
                 .redispatch = std::nullopt,
                 .message = entry.message,
                 .fp8_recipe = std::nullopt,
-                .modules = nullptr};
+                .scoped = false,
+                .modules = {}};
   const auto& arguments = handle.schema().arguments();
   for (const std::string& dtype : entry.rule.dtypes) rule.dtypes.push_back(scalar_type_named(dtype));
   for (const policy::ArgCondition& c : entry.rule.when) rule.when.push_back({c.index, c.values});
@@ -337,7 +346,9 @@ RuleSpec rule_spec(const policy::ResolvedEntry& entry, const policy::ResolvedPol
     const std::string at = where(entry.location);
     std::vector<modules::PatternSource> patterns;
     for (const std::string& pattern : entry.rule.modules) patterns.push_back({pattern, at});
-    rule.modules = std::make_shared<const modules::Patterns>(patterns);
+    owned.push_back(std::make_shared<const modules::Patterns>(patterns));
+    rule.scoped = true;
+    rule.modules = owned.back();
   }
   if (entry.redispatch) {
     const model::OperatorName& sibling = entry.redispatch->name();
@@ -359,9 +370,11 @@ KernelSpec kernel_spec(std::span<const policy::ResolvedEntry> entries, const pol
                   .device = device_type_of(resolved.device),
                   .key = dispatch_key_of(resolved.dispatch_key),
                   .args = {},
-                  .rules = {}};
+                  .rules = {},
+                  .patterns = {}};
   for (const c10::Argument& argument : handle.schema().arguments()) spec.args.push_back(arg_kind(argument));
-  for (const policy::ResolvedEntry& entry : entries) spec.rules.push_back(rule_spec(entry, resolved, handle, ns, where));
+  for (const policy::ResolvedEntry& entry : entries)
+    spec.rules.push_back(rule_spec(entry, resolved, handle, ns, where, spec.patterns));
   return spec;
 }
 
@@ -416,6 +429,7 @@ class Registry {
   struct Installed {
     std::unique_ptr<::torch::Library> library;
     RuntimePolicyKernel* kernel;  // owned by the dispatcher and by kept_
+    std::vector<std::shared_ptr<const modules::Patterns>> patterns;  // its rules' `modules:`
   };
 
   void install_locked(KernelSpec spec) {
@@ -425,9 +439,11 @@ class Registry {
                  " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
                  "runtime policy)");
     if (const auto it = installed_.find(id); it != installed_.end()) {
+      it->second.patterns = std::move(spec.patterns);
       it->second.kernel->replace(std::move(spec));
       return;
     }
+    std::vector<std::shared_ptr<const modules::Patterns>> patterns = std::move(spec.patterns);
     auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec.ns, spec.key, __FILE__, __LINE__);
     const std::string unqualified = spec.unqualified;
     auto kernel = std::make_unique<RuntimePolicyKernel>(std::move(spec));
@@ -435,7 +451,7 @@ class Registry {
     g_published.fetch_add(1, std::memory_order_release);
     library->impl(unqualified.c_str(), ::torch::CppFunction::makeFromBoxedFunctor(std::move(kernel)));
     kept_.push_back(c10::intrusive_ptr<c10::OperatorKernel>::reclaim_copy(raw));
-    installed_.emplace(id, Installed{std::move(library), raw});
+    installed_.emplace(id, Installed{std::move(library), raw, std::move(patterns)});
   }
 
   std::mutex mutex_;

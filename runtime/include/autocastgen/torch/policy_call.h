@@ -531,12 +531,6 @@ at::ScalarType lower_precision(c10::DeviceType device) {
   return State::lower_precision(device);
 }
 
-// Precision by place (Note [precision by place] in core/policy/policy.h): an entry's `modules:`
-// (a wrapper's condition `kModules.match()`) and the policy's `modules:` section (registered by
-// the generated file, read by Call::on).
-using ModulePatterns = ::autocastgen::modules::Patterns;
-using ModuleSections = ::autocastgen::modules::Sections;
-using ::autocastgen::modules::SectionKind;
 
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();

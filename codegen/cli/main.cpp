@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   verbs["audit"] = autocastgen::cli::add_audit_verb(app);
   verbs["import"] = autocastgen::cli::add_import_verb(app);
   verbs["stats"] = autocastgen::cli::add_stats_verb(app);
+  verbs["advise"] = autocastgen::cli::add_advise_verb(app);
   CLI11_PARSE(app, argc, argv);
   for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
   return 2;

@@ -18,7 +18,9 @@ it already) and offers to Python:
 * ``GradScaler``, a drop-in for ``torch.amp.GradScaler`` on autocastgen's fused scaler ops;
 * per-op autocast statistics, the non-finite watch and the range record:
   ``with autocastgen.stats() as s: ...``, ``autocastgen.watch("raise")``,
-  ``autocastgen.record("ranges.json")`` (docs/insight.md).
+  ``autocastgen.record("ranges.json")`` (docs/insight.md);
+* the policy advisor: ``advise(model, inputs, policy=..., dtype=torch.float16)`` returns a policy
+  that keeps float32 only where measured ranges or a validation need it (docs/advise.md).
 
 See docs/python.md.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 import sys
 
 from . import distributed, insight
+from .advisor import Advice, AdviseError, advise
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
@@ -47,6 +50,8 @@ from .state import (
 )
 
 __all__ = [
+    "Advice",
+    "AdviseError",
     "Attachment",
     "AutocastState",
     "ModuleScope",
@@ -56,6 +61,7 @@ __all__ = [
     "GradScaler",
     "PolicyError",
     "Stats",
+    "advise",
     "autocast",
     "capture_state",
     "cache_dir",

@@ -556,10 +556,6 @@ class _Runner:
 
         devices = [] if self.device == "cpu" else None
         with contextlib.ExitStack() as stack:
-            stack.enter_context(warnings.catch_warnings())
-            # Patterns of the advisor's earlier candidates stay registered after they are cleared
-            # (the runtime keeps replaced kernels alive): not this model's business.
-            warnings.filterwarnings("ignore", message=r"autocastgen\.attach: .* matches no module")
             stack.enter_context(torch.no_grad())
             stack.enter_context(torch.random.fork_rng(devices=devices, device_type=self.device))
             stack.enter_context(attach(self.model))

@@ -58,6 +58,27 @@ def registered_patterns() -> list[tuple[str, str, str]]:
     return out
 
 
+class _HookOps:
+    """The two ops a hook calls, bound once: ``torch.ops`` lookups and ``load_runtime``'s lock on
+    every module call cost about as much as the ops themselves (bench/README.md, "Precision by
+    place")."""
+
+    def __init__(self) -> None:
+        ops = _ops()
+        self.enter_section = ops.module_enter_section.default
+        self.leave = ops.module_leave.default
+
+
+_hook_ops: _HookOps | None = None
+
+
+def _bound() -> _HookOps:
+    global _hook_ops
+    if _hook_ops is None:
+        _hook_ops = _HookOps()
+    return _hook_ops
+
+
 def _device_type(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     for value in (*args, *kwargs.values()):
         if isinstance(value, torch.Tensor):
@@ -105,14 +126,16 @@ class Attachment:
 
     @staticmethod
     def _pre_hook(path: str) -> Any:
+        enter_section = _bound().enter_section
+
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             device_type = _device_type(args, kwargs)
             if torch.compiler.is_compiling():
                 _traced.prepare()
                 _traced.enter_module(path)
-                section = str(_traced.read("module_section", device_type)) if device_type else ""
+                section = _traced.read("module_section", device_type) if device_type else ""
             else:
-                section = str(_ops().module_enter_section(path, device_type))
+                section = enter_section(path, device_type)
             if section == "fp32" and _autocast_on(device_type):  # Note [the fp32 section's inputs]
                 return _to_fp32(args), {k: _to_fp32(v) for k, v in kwargs.items()}
             return None
@@ -135,7 +158,7 @@ def _post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
     if torch.compiler.is_compiling():
         _traced.exit_module()
     else:
-        _ops().module_leave()
+        _bound().leave()
 
 
 def attach(model: torch.nn.Module, *, strict: bool = False) -> Attachment:

@@ -40,9 +40,6 @@ CUDA_POLICY = REPO / "schemas" / "policies" / "cuda.yaml"
 pytestmark = [
     pytest.mark.skipif(not (BUILD / "python" / "autocastgen").is_dir(),
                        reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)"),
-    # Module patterns stay registered after clear_runtime_policies() (the runtime keeps replaced
-    # kernels alive), so attaching the next model warns about the previous model's patterns.
-    pytest.mark.filterwarnings(r"ignore:autocastgen\.attach. .* matches no module"),
 ]
 
 sys.path.insert(0, str(BUILD / "python"))

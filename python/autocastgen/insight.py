@@ -165,6 +165,30 @@ def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]
     return {"version": after["version"], "ops": ops}
 
 
+def _larger(a: float | None, b: float | None, pick: Any = max) -> float | None:
+    return b if a is None else a if b is None else pick(a, b)
+
+
+def _sum_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two rows of one (op, rule) (two modules' rows) as one, as the runtime adds two calls."""
+    out = dict(a)
+    for field in (*_COUNTS, "compiled_calls"):
+        if field in a or field in b:
+            out[field] = a.get(field, 0) + b.get(field, 0)
+    out["ran_in"] = {d: a["ran_in"].get(d, 0) + b["ran_in"].get(d, 0) for d in {**a["ran_in"], **b["ran_in"]}}
+    out["input_dtypes"] = sorted(set(a.get("input_dtypes", [])) | set(b.get("input_dtypes", [])))
+    out["output_max_abs"] = _larger(a.get("output_max_abs"), b.get("output_max_abs"))
+    if "ranges" in a and "ranges" in b:
+        ranges = {f: a["ranges"][f] + b["ranges"][f] for f in _RANGE_COUNTS}
+        for side in ("input", "output"):
+            ranges[f"{side}_max_abs"] = _larger(a["ranges"][f"{side}_max_abs"], b["ranges"][f"{side}_max_abs"])
+            ranges[f"{side}_min_abs"] = _larger(a["ranges"][f"{side}_min_abs"], b["ranges"][f"{side}_min_abs"], min)
+        out["ranges"] = ranges
+    elif "ranges" in b:
+        out["ranges"] = b["ranges"]
+    return out
+
+
 def _refuse_compiling(what: str) -> None:
     # The switches are process-wide state a graph cannot change; around the compiled call they work.
     if torch.compiler.is_compiling():
@@ -195,8 +219,15 @@ class Stats:
 
     @property
     def ops(self) -> dict[str, dict[str, Any]]:
+        # With autocastgen.attach an (op, rule) has a row per module: summed here (without
+        # "module"), so that `ops` reads the same attached or not; `table` keeps the rows.
+        summed: dict[tuple[str, str | None], dict[str, Any]] = {}
+        for entry in self.table["ops"]:
+            key = (entry["op"], entry.get("policy"))
+            summed[key] = _sum_rows(summed[key], entry) if key in summed else {
+                k: v for k, v in entry.items() if k != "module"}
         found: dict[str, dict[str, Any]] = {}
-        for entry in self.table["ops"]:  # sorted by calls, descending
+        for entry in sorted(summed.values(), key=lambda e: -e["calls"]):  # stable: the table's order
             found.setdefault(entry["op"], entry)
         return found
 

@@ -96,6 +96,7 @@ def test_attach_names_every_call_by_its_module_in_statistics_and_the_record(tmp_
             with autocastgen.record({str(record)!r}), torch.autocast("cpu", dtype=torch.float16):
                 model(inputs())
         out["stats"] = rows(s.table)
+        out["ops"] = {{k: (v["calls"], v["ran_in"], "module" in v) for k, v in s.ops.items()}}
         with autocastgen.stats() as after, torch.autocast("cpu", dtype=torch.bfloat16):
             model(x)  # removed: no module any more
         out["after"] = rows(after.table)
@@ -106,6 +107,7 @@ def test_attach_names_every_call_by_its_module_in_statistics_and_the_record(tmp_
     assert out["inside"] is None  # every frame left after the forward
     assert out["stats"] == [["0", "aten::linear", 1, ["bfloat16"]], ["1.proj", "aten::linear", 1, ["bfloat16"]],
                             ["2", "aten::linear", 1, ["bfloat16"]]]
+    assert out["ops"] == {"aten::linear": [3, {"bfloat16": 3}, False]}  # `ops` sums an op's modules
     assert out["after"] == [[None, "aten::linear", 3, ["bfloat16"]]]
     table = json.loads(record.read_text())
     by_module = {r["module"]: r for r in table["ops"]}

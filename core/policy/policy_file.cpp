@@ -498,10 +498,10 @@ class FileParser {
 
   // A rule given apart from its entry (EntryValues::rule): a mapping of the rule keys only.
   bool parse_rule(PolicyKind policy, const YamlNode& node, PolicyEntry& entry) {
-    static constexpr std::string_view kRuleKeys[] = {"dtypes", "when", "unless", "args"};
+    static constexpr std::string_view kRuleKeys[] = {"dtypes", "when", "unless", "args", "modules"};
     if (node.is_null()) return true;
     if (!node.is_mapping()) {
-      diags_.error(node.location(), fmt::format("a rule must be a mapping with dtypes, when, unless and args, found {}", node.describe()));
+      diags_.error(node.location(), fmt::format("a rule must be a mapping with dtypes, when, unless, args and modules, found {}", node.describe()));
       return false;
     }
     const size_t errors_before = diags_.error_count();
@@ -511,6 +511,8 @@ class FileParser {
       } else if (key == "when" || key == "unless") {
         if (std::optional<std::vector<WrittenCondition>> conditions = rule_conditions(key, *value))
           (key == "when" ? entry.when : entry.unless) = std::move(*conditions);
+      } else if (key == "modules") {
+        entry.modules = rule_modules(*value);
       } else if (check_args_allowed(policy, *key_node)) {
         if (std::optional<std::vector<WrittenArgCast>> args = rule_args(*value)) entry.args = std::move(*args);
       }

@@ -160,11 +160,13 @@ def _rule_value(value: object) -> object:
     return value
 
 
-def _rule_text(dtypes, when, unless, args) -> str:
+def _rule_text(dtypes, when, unless, args, modules=None) -> str:
     """The rule keyword arguments as the YAML flow mapping the runtime reads ('' when none)."""
     rule: dict[str, object] = {}
     if dtypes is not None:
         rule["dtypes"] = [_rule_value(d) for d in ([dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes)]
+    if modules is not None:
+        rule["modules"] = [modules] if isinstance(modules, str) else list(modules)
     for key, mapping in (("when", when), ("unless", unless), ("args", args)):
         if mapping is None:
             continue
@@ -184,6 +186,7 @@ def register_runtime_policy(
     when: Mapping[str, object] | None = None,
     unless: Mapping[str, object] | None = None,
     args: Mapping[str, str] | None = None,
+    modules: Sequence[str] | str | None = None,
 ) -> None:
     """Gives one op a policy on one device's autocast key, at once.
 
@@ -200,6 +203,9 @@ def register_runtime_policy(
             ``args={"weight": "fp32", "running_mean": "keep"}``. Floats may be ``math.inf``.
             An op given several rules needs a policy file (``load_policy``): one call replaces
             the op's policy with this one entry.
+        modules: module path patterns (precision by place, docs/policy-language.md): the entry
+            applies only inside matching modules of a model given to ``autocastgen.attach``;
+            elsewhere the op runs untouched, as a call no rule matches.
 
     The kernel follows ``torch.autocast`` (PyTorch's state) unless an ``autocastgen.autocast``
     scope is open for the device. Replaces what the key had (warning once per op and key).
@@ -213,7 +219,7 @@ def register_runtime_policy(
             raise TypeError(f"autocastgen.register_runtime_policy: {label} must be a str, not {type(value).__name__}")
     if message is not None and not isinstance(message, str):
         raise TypeError(f"autocastgen.register_runtime_policy: message must be a str, not {type(message).__name__}")
-    rule = _rule_text(dtypes, when, unless, args)
+    rule = _rule_text(dtypes, when, unless, args, modules)
     ops = _ops()
     try:
         ops.register_runtime_policy(op, policy, device, message or "", rule)

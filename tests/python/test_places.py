@@ -334,3 +334,26 @@ def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_c
     # Without the rules the generated library is gone too (cleared runtime policies give PyTorch's
     # kernel back): every linear in bfloat16 again, retraced.
     assert out["after_clear"] == {"dtype": "torch.bfloat16", "close": True}
+
+
+def test_register_runtime_policy_takes_modules() -> None:
+    result = run_child(
+        """
+        import autocastgen
+        autocastgen.register_runtime_policy("aten::mm", "fp32", "cpu", modules=["*.attn"])
+        x = torch.randn(4, 4)
+        out = {}
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out["outside"] = str(torch.mm(x, x).dtype)  # no entry applies: untouched
+            with autocastgen.ModuleScope("layers.0.attn"):
+                out["inside"] = str(torch.mm(x.bfloat16(), x.bfloat16()).dtype)
+        try:
+            autocastgen.register_runtime_policy("aten::mm", "fp32", "cpu", modules=[""])
+        except autocastgen.PolicyError as error:
+            out["empty"] = str(error)
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["outside"] == "torch.float32" and out["inside"] == "torch.float32"
+    assert "an empty module pattern matches no module" in out["empty"]

@@ -5,11 +5,16 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <c10/util/Exception.h>
+#include <c10/util/StringUtil.h>
 
 #include "autocastgen/runtime/stats.h"
 

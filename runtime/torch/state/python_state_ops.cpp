@@ -2,6 +2,7 @@
 // autocastgen Python package, python/autocastgen; docs/runtime.md "From Python").
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>

@@ -184,23 +184,9 @@ def test_bfloat16_validation_search_finds_the_precision_place():
         ("remove", 1, True)]
     assert advice.share["after"]["lower_calls"] == 2 and advice.share["before"]["lower_calls"] == 3
     # The places stay in float32 by place, not by op.
-    out, rows = run_under_text(advice.text, model, x)
+    out, rows = run_under(advice.text, model, x, torch.bfloat16)
     assert rows[("diff", "aten::linear")]["ran_in"] == {"float32": 1}
     assert rows[("head", "aten::linear")]["ran_in"] == rows[("probe", "aten::linear")]["ran_in"] == {"bfloat16": 1}
-
-
-def run_under_text(text, model, x):
-    autocastgen.clear_runtime_policies()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        autocastgen.load_policy(text)
-    try:
-        with torch.no_grad(), autocastgen.attach(model), autocastgen.stats() as s:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                out = model(x)
-    finally:
-        autocastgen.clear_runtime_policies()
-    return out, {(e.get("module"), e["op"]): e for e in s.table["ops"]}
 
 
 def test_a_validate_function_decides():
@@ -236,23 +222,9 @@ def test_a_module_all_of_whose_places_move_is_a_section():
     advice = autocastgen.advise(model, x, policy=CPU_POLICY, dtype=torch.float16)
     assert [(m.module, m.section) for m in advice.moved] == [("0.0", "0"), ("0.1", "0")]
     assert '\nmodules:\n  # linear in 0.0: max |out|' in advice.text and '\n  "0": fp32\n' in advice.text
-    out, rows = run_under_text_dtype(advice.text, model, x, torch.float16)
+    out, rows = run_under(advice.text, model, x, torch.float16)
     assert torch.isfinite(out).all()
     assert rows[("2.0", "aten::linear")]["ran_in"] == {"float16": 1}
-
-
-def run_under_text_dtype(text, model, x, dtype):
-    autocastgen.clear_runtime_policies()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        autocastgen.load_policy(text)
-    try:
-        with torch.no_grad(), autocastgen.attach(model), autocastgen.stats() as s:
-            with torch.autocast("cpu", dtype=dtype):
-                out = model(x)
-    finally:
-        autocastgen.clear_runtime_policies()
-    return out, {(e.get("module"), e["op"]): e for e in s.table["ops"]}
 
 
 def test_a_transformers_model_from_a_config():

@@ -217,41 +217,26 @@ PLACES_CHECK = """
 """
 
 
-def check_places(out: dict) -> None:
-    assert out["rows"] == EXPECTED_RAN_IN
-    # The section's fp32 module got bfloat16 activations from Block and cast them (attach's pre-hook).
-    assert out["dtype"] == "torch.float32"
-    assert out["plain"] == [[None, "aten::linear", 3, ["bfloat16"]]]
-    assert out["off"] == "torch.float32"
-
-
-def test_a_runtime_policy_honours_modules_entries_and_sections(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("loader", ["load_policy", "compile_policy"])
+def test_a_policy_honours_modules_entries_and_sections(tmp_path: pathlib.Path, loader: str) -> None:
+    # load_policy: the runtime-policy kernels; compile_policy: generated wrappers, as add_autocast_ops.
     policy = tmp_path / "places.yaml"
     policy.write_text(PLACES_POLICY)
     result = run_child(
         f"""
         import autocastgen
-        autocastgen.load_policy({str(policy)!r})
-        {textwrap.indent(textwrap.dedent(PLACES_CHECK), "        ").strip()}
-        print(json.dumps(out))
-        """
-    )
-    check_places(last_json(result))
-
-
-def test_a_compiled_policy_honours_modules_entries_and_sections(tmp_path: pathlib.Path) -> None:
-    policy = tmp_path / "places.yaml"
-    policy.write_text(PLACES_POLICY)
-    result = run_child(
-        f"""
-        import autocastgen
-        autocastgen.compile_policy({str(policy)!r})
+        autocastgen.{loader}({str(policy)!r})
         {textwrap.indent(textwrap.dedent(PLACES_CHECK), "        ").strip()}
         print(json.dumps(out))
         """,
         env={"AUTOCASTGEN_CACHE": str(tmp_path / "cache")},
     )
-    check_places(last_json(result))
+    out = last_json(result)
+    assert out["rows"] == EXPECTED_RAN_IN
+    # The section's fp32 module got bfloat16 activations from Block and cast them (attach's pre-hook).
+    assert out["dtype"] == "torch.float32"
+    assert out["plain"] == [[None, "aten::linear", 3, ["bfloat16"]]]
+    assert out["off"] == "torch.float32"
 
 
 def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path: pathlib.Path) -> None:

@@ -45,7 +45,6 @@ struct Rules {
   std::map<std::pair<std::string, bool>, uint32_t> ids;
   std::array<std::optional<SectionTable>, kDeviceTypes> sections;
   std::atomic<uint64_t> generation{1};
-  std::atomic<bool> any_sections{false};
 
   uint32_t intern(std::string_view pattern, std::string_view where, bool section) {
     const auto [it, added] = ids.try_emplace({std::string(pattern), section}, static_cast<uint32_t>(patterns.size()));
@@ -112,10 +111,10 @@ Frame* current_frame() {
   return &innermost;
 }
 
+// Whether any device has a section is the switch word's kModules bit (stats.h): what the drivers read.
 void publish_sections(Rules& table) {
   bool any = false;
   for (const auto& sections : table.sections) any = any || sections.has_value();
-  table.any_sections.store(any, std::memory_order_relaxed);
   stats::detail::set_module_rules(any);
 }
 
@@ -259,7 +258,7 @@ Sections::~Sections() {
 }
 
 Section current_section(c10::DeviceType device) {
-  if (t_frames.empty() || !rules().any_sections.load(std::memory_order_relaxed)) return Section{};
+  if (t_frames.empty() || (stats::detail::active() & stats::detail::kModules) == 0) return Section{};
   return current_frame()->section[static_cast<size_t>(device)];
 }
 

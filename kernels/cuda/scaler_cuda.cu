@@ -44,6 +44,11 @@ static_assert(sizeof(UnscaleArgs<kMaxChunks>) <= (CUDART_VERSION >= 12010 ? 3276
 // (always, for a tensor whose storage is; chunks are multiples of 8 elements apart), applies the
 // shared element logic to each element, and stores back. The block ORs its threads' flags and
 // one thread writes found_inf: at most one global write per block.
+// Note [loads in flight]: a thread issues kUnroll 16-byte loads before it uses the first, so that a
+// partly filled GPU (a launch's last wave, a short list) still keeps enough bytes in flight to
+// stream at the memory's bandwidth; one load at a time reached 0.855 of a copy's on an H200.
+constexpr int kUnroll = 4;
+
 template <DType D, std::size_t Capacity>
 __global__ void __launch_bounds__(kThreads) unscale_kernel(const __grid_constant__ UnscaleArgs<Capacity> args) {
   using L = ScalarLane<D>;
@@ -61,22 +66,36 @@ __global__ void __launch_bounds__(kThreads) unscale_kernel(const __grid_constant
   const bool write = unscale_writes(inv_f);
   const typename L::Wide inv = L::broadcast(inv_f);
   typename L::Flag bad = 0;
+  const auto apply = [&](Vector& x) {
+    if (write) {
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) x.v[k] = unscale_value<L>(x.v[k], inv, bad);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPerVector; ++k) check_value<L>(x.v[k], bad);
+    }
+  };
 
   std::int64_t scalar_begin = 0;
   if ((reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) {
     const std::int64_t n_vectors = n / kPerVector;
     uint4* pv = reinterpret_cast<uint4*>(p);
-    for (std::int64_t i = threadIdx.x; i < n_vectors; i += kThreads) {
+    std::int64_t i = threadIdx.x;
+    for (; i + (kUnroll - 1) * kThreads < n_vectors; i += kUnroll * kThreads) {
+      Vector x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) x[u].raw = pv[i + u * kThreads];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        apply(x[u]);
+        if (write) pv[i + u * kThreads] = x[u].raw;
+      }
+    }
+    for (; i < n_vectors; i += kThreads) {
       Vector x;
       x.raw = pv[i];
-      if (write) {
-#pragma unroll
-        for (int k = 0; k < kPerVector; ++k) x.v[k] = unscale_value<L>(x.v[k], inv, bad);
-        pv[i] = x.raw;
-      } else {
-#pragma unroll
-        for (int k = 0; k < kPerVector; ++k) check_value<L>(x.v[k], bad);
-      }
+      apply(x);
+      if (write) pv[i] = x.raw;
     }
     scalar_begin = n_vectors * kPerVector;
   }

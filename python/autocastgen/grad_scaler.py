@@ -20,7 +20,25 @@ import torch
 from . import distributed
 from ._runtime import load_runtime
 
+try:
+    from . import _C
+except ImportError:  # built without the interpreter's headers (python/CMakeLists.txt)
+    _C = None
+
 __all__ = ["GradScaler"]
+
+
+def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
+    """``torch.ops.autocastgen.non_finite_check_and_unscale_``, called through ``autocastgen._C`` where
+    that is the same call and cheaper (Note [unscale from Python]: eager, no torch function mode, a
+    list of plain tensors); the runtime library must be loaded."""
+    if (
+        _C is None
+        or torch.compiler.is_compiling()
+        or torch._C._is_torch_function_mode_enabled()
+        or not _C.non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+    ):
+        torch.ops.autocastgen.non_finite_check_and_unscale_(grads, found_inf, inv_scale)
 
 T = TypeVar("T")
 
@@ -272,9 +290,8 @@ class GradScaler:
                     elif distributed.is_dtensor(grad):
                         distributed.register_dtensor_ops()  # Note [found_inf under DTensor]
                     by_device.setdefault(grad.device, []).append(grad)
-            ops = torch.ops.autocastgen
             for device, grads in by_device.items():
-                ops.non_finite_check_and_unscale_(grads, found_per_device.get(device), inv_per_device.get(device))
+                non_finite_check_and_unscale_(grads, found_per_device.get(device), inv_per_device.get(device))
         return found_per_device.copies
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:

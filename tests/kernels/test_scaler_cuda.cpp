@@ -128,6 +128,20 @@ TEST_F(CudaKernels, MoreChunksThanOneLaunchCarries) {
   compare_with_cpu(host, 0.5f, stream_);
 }
 
+// Note [chunk size]: a gradient bigger than one launch of base-size chunks is cut into bigger chunks
+// (one launch); specials near both ends and at a base chunk's boundary.
+TEST_F(CudaKernels, OneGradientBiggerThanALaunchOfBaseChunks) {
+  const std::int64_t n = static_cast<std::int64_t>(cuda::max_chunks_per_launch() + 1) * cuda::kChunkElements + 5;
+  std::vector<Buffer> host;
+  host.emplace_back(DType::Float16, n);
+  std::mt19937_64 rng(5);
+  for (std::int64_t i = 0; i < n; ++i) host[0].set(i, random_finite_bits(DType::Float16, rng));
+  compare_with_cpu(host, 0.5f, stream_);
+  host[0].set(cuda::kChunkElements, special_bits(DType::Float16, Special::NaN));
+  host[0].set(n - 1, special_bits(DType::Float16, Special::PosInf));
+  compare_with_cpu(host, 0.5f, stream_);
+}
+
 // Note [parameter blocks] in scaler_cuda.cu: launches of up to small_launch_chunks() chunks use the
 // small block, longer ones the large block; a special value in the last chunk of each size.
 TEST_F(CudaKernels, SmallAndLargeParameterBlocksAtTheirBoundary) {

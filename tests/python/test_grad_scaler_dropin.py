@@ -10,7 +10,9 @@ What is checked:
 3. state dicts: round trip, each scaler loads the other's, pickling, disabled scalers;
 4. bfloat16 gradients are unscaled (and checked) like float32 ones;
 5. the extras (hysteresis, min_scale, max_scale) follow docs/scaler.md;
-6. bad arguments and misuse raise clear errors.
+6. bad arguments and misuse raise clear errors;
+7. the unscale's direct Python entry (autocastgen._C, Note [unscale from Python]) is built, does
+   what torch.ops does bit for bit, and leaves to torch.ops what it must (subclasses, modes).
 
 ctest sets AUTOCASTGEN_BUILD_DIR (the package in <build>/python loads <build>/lib's runtime);
 run by hand, build/ is used: python3 -m pytest tests/python/test_grad_scaler_dropin.py
@@ -569,3 +571,69 @@ def test_optimizer_without_gradients():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         scaler.update()
+
+
+# -- 7. the unscale's direct Python entry ---------------------------------------------------------
+
+from autocastgen import grad_scaler as _grad_scaler  # noqa: E402
+
+
+def random_lists(seed: int):
+    """Gradients of every dtype and shape class the op takes: empty, strided, with infs and NaNs."""
+    gen = torch.Generator().manual_seed(seed)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        grads = [(torch.randn(n, generator=gen) * 2.0 ** torch.randint(-12, 12, (1,), generator=gen)).to(dtype)
+                 for n in (0, 1, 7, 4099, 70000)]
+        grads.append(torch.randn(40, 30, generator=gen).to(dtype).t())  # not contiguous
+        yield [g.clone() for g in grads]
+        grads[2][3] = INF
+        grads[5][1, 2] = NAN
+        yield grads
+
+
+def test_direct_unscale_is_built_and_equals_torch_ops():
+    assert _grad_scaler._C is not None, "autocastgen._C was not built (python/CMakeLists.txt needs Python's headers)"
+    for grads in random_lists(0):
+        for inv in (0.5, 1 / 3, 1.0):
+            ours = [g.clone() for g in grads]
+            theirs = [g.clone() for g in grads]
+            found_ours, found_theirs = torch.zeros(1), torch.zeros(1)
+            assert _grad_scaler._C.non_finite_check_and_unscale_(ours, found_ours, torch.full((1,), inv)) is True
+            torch.ops.autocastgen.non_finite_check_and_unscale_(theirs, found_theirs, torch.full((1,), inv))
+            assert torch.equal(found_ours, found_theirs)
+            for a, b in zip(ours, theirs):
+                assert a.stride() == b.stride()
+                assert torch.equal(a.view(-1).view(torch.uint8) if a.is_contiguous() else a.contiguous().view(torch.uint8),
+                                   b.view(-1).view(torch.uint8) if b.is_contiguous() else b.contiguous().view(torch.uint8))
+
+
+def test_direct_unscale_leaves_other_inputs_to_torch_ops():
+    class Marked(torch.Tensor):  # a subclass with its own (inherited) __torch_function__
+        pass
+
+    direct = _grad_scaler._C.non_finite_check_and_unscale_
+    marked = torch.full((3,), 4.0).as_subclass(Marked)
+    found, half = torch.zeros(1), torch.full((1,), 0.5)
+    # A tuple, or a list holding a subclass: nothing done, False returned.
+    grads = (torch.full((3,), 4.0),)
+    assert direct(grads, found, half) is False and torch.equal(grads[0], torch.full((3,), 4.0))
+    first = torch.full((3,), 4.0)
+    assert direct([first, marked], found, half) is False
+    assert torch.equal(first, torch.full((3,), 4.0)) and torch.equal(marked.as_subclass(torch.Tensor), first)
+    # The package's entry then goes through torch.ops, which a torch function mode sees too.
+    seen = []
+
+    class Spy(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    _grad_scaler.non_finite_check_and_unscale_([marked], found, half)
+    assert torch.equal(marked.as_subclass(torch.Tensor), torch.full((3,), 2.0))
+    with Spy():
+        _grad_scaler.non_finite_check_and_unscale_([torch.ones(2)], found, half)
+    assert any("non_finite_check_and_unscale_" in name for name in seen), seen
+    # Errors are the op's own, word for word.
+    for call in (direct, torch.ops.autocastgen.non_finite_check_and_unscale_):
+        with pytest.raises(RuntimeError, match=r"gradient 0 has dtype Int; supported dtypes are Float"):
+            call([torch.ones(3, dtype=torch.int32)], found, half)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the GPU check's summary (Markdown) from the files scripts/gpu-check left in a folder:
-env.txt, phases.txt, tests.log (pytest and gtest closing lines), scaler.json, fp8.json.
+env.txt, phases.txt, tests.log (pytest and gtest closing lines), scaler.json, sweep.jsonl, fp8.json.
 
 Usage: bench/gpu/summary.py OUT_DIR
 """
@@ -48,6 +48,17 @@ def scaler_table(result):
     return lines
 
 
+def sweep_table(path):
+    """bench_unscale_sweep's rows (one JSON object per line) as a table."""
+    lines = ["| row | loads in flight (unroll) | chunk | GB/s | of copy | GPU us |", "|---|---|---|---|---|---|"]
+    for line in read(path).splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            lines.append(f"| {r['row']} | {r.get('unroll', '')} | {r.get('chunk', '')} | {number(r.get('GBps'), 4)} | "
+                         f"{number(r.get('over_copy'))} | {number(r.get('us'))} |")
+    return lines
+
+
 def fp8_table(result):
     lines = ["| row | variant | mode | ms | x bf16 | x torchao | rel. error vs bf16 | first loss | error |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -75,6 +86,9 @@ def main():
             lines += table(result) + [""]
         else:
             lines += [f"## {title}: no results ({name} missing)", ""]
+        if name == "scaler.json" and (out / "sweep.jsonl").exists():
+            lines += ["## The unscale kernel's tuning (bench_unscale_sweep; CUDA events)", ""]
+            lines += sweep_table(out / "sweep.jsonl") + [""]
     print("\n".join(lines))
     return 0
 

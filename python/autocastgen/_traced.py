@@ -253,19 +253,23 @@ def _key_the_compile_caches() -> None:
     import torch._inductor.config as inductor_config
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
+    # One pass wraps whatever was installed before: PyTorch 2.11 takes a single pass here (2.15
+    # also a list), and runs it unchanged.
+    before = inductor_config.post_grad_custom_post_pass
+    earlier = [] if before is None else list(before) if isinstance(before, (list, tuple)) else [before]
+
     class StateInCacheKey(CustomGraphPass):
         def __call__(self, graph: torch.fx.graph.Graph) -> None:
-            pass
+            for earlier_pass in earlier:
+                earlier_pass(graph)
 
-        def uuid(self) -> str:
-            return "autocastgen:" + trace_key()
+        def uuid(self) -> str | None:
+            keys = [earlier_pass.uuid() if hasattr(earlier_pass, "uuid") else None for earlier_pass in earlier]
+            if any(key is None for key in keys):
+                return None  # an earlier pass without a key: Inductor then does not cache, as without us
+            return "autocastgen:" + trace_key() + "".join(f";{key}" for key in keys)
 
-    passes = inductor_config.post_grad_custom_post_pass
-    if passes is None:
-        passes = []
-    elif not isinstance(passes, (list, tuple)):
-        passes = [passes]
-    inductor_config.post_grad_custom_post_pass = [*passes, StateInCacheKey()]
+    inductor_config.post_grad_custom_post_pass = StateInCacheKey()
 
 
 _cache_key_installed = False

@@ -183,6 +183,43 @@ def test_inductor_and_its_caches_do_not_reuse_a_graph_of_another_state() -> None
         torch.testing.assert_close(got, want)
 
 
+def test_a_custom_post_pass_installed_before_ours_still_runs_and_keys_the_caches() -> None:
+    # Our cache-key pass wraps the one a user (or a library) installed first, as a single pass:
+    # PyTorch 2.11 calls the setting itself, so a list there failed every Inductor compile.
+    from torch._inductor import config as inductor_config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    from autocastgen import _traced
+
+    class Recorder(CustomGraphPass):
+        calls = 0
+
+        def __call__(self, graph) -> None:
+            Recorder.calls += 1
+
+        def uuid(self) -> str:
+            return "recorder-1"
+
+    saved = inductor_config.post_grad_custom_post_pass, _traced._cache_key_installed
+    try:
+        for before, key_part in ((Recorder(), ";recorder-1"), ([Recorder(), Recorder()], ";recorder-1;recorder-1"),
+                                 (None, ""), (lambda graph: Recorder.__call__(None, graph), None)):
+            inductor_config.post_grad_custom_post_pass = before
+            _traced._cache_key_installed = False
+            _traced._key_the_compile_caches()
+            installed = inductor_config.post_grad_custom_post_pass
+            assert isinstance(installed, CustomGraphPass)
+            Recorder.calls = 0
+            installed(torch.fx.Graph())
+            assert Recorder.calls == (0 if before is None else len(before) if isinstance(before, list) else 1)
+            if key_part is None:
+                assert installed.uuid() is None  # a pass without a key: Inductor does not cache
+            else:
+                assert installed.uuid() == "autocastgen:" + _traced.trace_key() + key_part
+    finally:
+        inductor_config.post_grad_custom_post_pass, _traced._cache_key_installed = saved
+
+
 def test_a_transformers_llama_compiled_in_an_own_scope_equals_eager() -> None:
     # A real model from outside the project, built from a config (no download). transformers is not
     # in scripts/requirements.txt: skipped where it is missing.

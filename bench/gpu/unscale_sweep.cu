@@ -1,6 +1,6 @@
-// The CUDA unscale kernel's tuning swept on a GPU (Note [loads in flight], Note [chunk size]): loads
-// in flight per thread (Unroll 1, 2, 4, 8) and chunks of the base size (several launches) or grown
-// to fit one launch, on one 256M-element gradient per dtype, against a device-to-device copy of
+// The CUDA unscale kernel's tuning swept on a GPU (Note [loads in flight]): loads in flight per
+// thread (Unroll 1, 2, 4, 8) and chunks of the base size (a 256M-element gradient takes three
+// launches) or 4x that (one launch), on one 256M-element gradient per dtype, against a device-to-device copy of
 // the same bytes in the same run; and the kernels' GPU time for 1000 gradients of 4099 elements.
 // CUDA events, median of 15 samples, each sample unscaling by 1/2 then 2 (every element read and
 // written). One JSON line per row. Run by scripts/gpu-check; usage: bench_unscale_sweep [NUMEL]
@@ -88,8 +88,7 @@ void sweep(const char* name, std::int64_t numel, float* found, const float* fact
   const double moved = 2.0 * static_cast<double>(bytes);
   std::printf("{\"row\": \"copy %lld %s\", \"GBps\": %.1f}\n", static_cast<long long>(numel), name, moved / copy_ms / 1e6);
   const std::vector<GradSpan> one{{data, numel, D}};
-  const std::int64_t grown = unscale_chunk_elements(one, kChunkElements, kMaxChunks);
-  for (const std::int64_t chunk : {kChunkElements, grown}) {
+  for (const std::int64_t chunk : {kChunkElements, 4 * kChunkElements}) {
     const float ms[] = {unscale_ms<D, 1>(one, chunk, found, factors), unscale_ms<D, 2>(one, chunk, found, factors),
                         unscale_ms<D, 4>(one, chunk, found, factors), unscale_ms<D, 8>(one, chunk, found, factors)};
     const int unrolls[] = {1, 2, 4, 8};

@@ -80,27 +80,10 @@ void pack_cuda_launches(std::span<const GradSpan> grads, std::int64_t chunk_elem
   }
 }
 
-std::int64_t unscale_chunk_elements(std::span<const GradSpan> grads, std::int64_t base, std::size_t max_chunks) {
-  constexpr std::int64_t kMaxGrowth = 64;
-  const auto chunks_of = [&](std::int64_t chunk) {
-    std::size_t count = 0;
-    for (const GradSpan& g : grads) count += static_cast<std::size_t>((g.numel + chunk - 1) / chunk);
-    return count;
-  };
-  if (base < 1) return base;  // pack_cuda_launches says what is wrong with it
-  std::size_t nonempty = 0;
-  for (const GradSpan& g : grads) nonempty += g.numel > 0 ? 1 : 0;
-  if (nonempty > max_chunks) return base;
-  std::int64_t chunk = base;
-  while (chunks_of(chunk) > max_chunks && chunk < kMaxGrowth * base) chunk *= 2;
-  return chunk;
-}
-
 void prepare_unscale_launches(std::span<const GradSpan> grads, std::int64_t chunk_elements,
                               std::span<CudaChunk> buffer, CudaLaunchSink& sink, const char* who) {
   validate_grad_spans(grads, who);
-  pack_cuda_launches(grads, unscale_chunk_elements(grads, chunk_elements, buffer.size()), buffer,
-                     grad_spans_overlap(grads), sink);
+  pack_cuda_launches(grads, chunk_elements, buffer, grad_spans_overlap(grads), sink);
 }
 
 std::vector<CudaLaunch> plan_cuda_launches(std::span<const GradSpan> grads,

@@ -164,35 +164,6 @@ TEST(CudaLaunchPacking, GroupsByDtypeInAFixedOrderAndFillsLaunches) {
   EXPECT_EQ(plan[3].dtype, DType::Float64);
 }
 
-// Note [chunk size]: chunks grow by powers of two until a list fits one launch, when that can help.
-TEST(CudaLaunchPacking, ChunksGrowUntilABigListFitsOneLaunch) {
-  Buffer big(DType::Float32, 80);  // 10 chunks of 8
-  const std::vector<GradSpan> one{big.span()};
-  EXPECT_EQ(unscale_chunk_elements(one, 8, 10), 8) << "fits already";
-  EXPECT_EQ(unscale_chunk_elements(one, 8, 4), 32) << "16 makes 5 chunks, 32 makes 3";
-  EXPECT_EQ(unscale_chunk_elements(one, 8, 1), 128) << "the first size that makes one chunk";
-
-  Buffer huge(DType::Float16, 64 * 8 * 4 + 1);
-  EXPECT_EQ(unscale_chunk_elements(std::vector<GradSpan>{huge.span()}, 8, 1), 64 * 8) << "at most 64 x base";
-
-  std::vector<Buffer> small;
-  for (int i = 0; i < 5; ++i) small.emplace_back(DType::Float32, 3);
-  small.emplace_back(DType::Float32, 0);
-  std::vector<GradSpan> many{small[0].span(), small[1].span(), small[2].span(), small[3].span(), small[5].span()};
-  EXPECT_EQ(unscale_chunk_elements(many, 8, 4), 8) << "4 chunks (the empty gradient has none): fits";
-  many.push_back(small[4].span());
-  EXPECT_EQ(unscale_chunk_elements(many, 8, 4), 8) << "5 non-empty gradients need 2 launches at any size";
-
-  // The per-call preparation uses it: 80 elements, a buffer of 4 chunks, one launch of 32 + 32 + 16.
-  std::vector<CudaChunk> buffer(4);
-  RecordingSink sink;
-  prepare_unscale_launches(one, 8, buffer, sink, "who");
-  ASSERT_EQ(sink.launches.size(), 1u);
-  ASSERT_EQ(sink.launches[0].chunks.size(), 3u);
-  EXPECT_EQ(sink.launches[0].chunks[0].numel, 32);
-  EXPECT_EQ(sink.launches[0].chunks[2].numel, 16);
-}
-
 TEST(CudaLaunchPacking, PrepareValidatesThenPacksInOrderOnlyWhenGradientsOverlap) {
   Buffer a(DType::Float32, 20);
   Buffer b(DType::Float16, 6);

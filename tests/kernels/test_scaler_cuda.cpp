@@ -128,9 +128,8 @@ TEST_F(CudaKernels, MoreChunksThanOneLaunchCarries) {
   compare_with_cpu(host, 0.5f, stream_);
 }
 
-// Note [chunk size]: a gradient bigger than one launch of base-size chunks is cut into bigger chunks
-// (one launch); specials near both ends and at a base chunk's boundary.
-TEST_F(CudaKernels, OneGradientBiggerThanALaunchOfBaseChunks) {
+// One gradient longer than a launch carries (two launches): specials at a chunk's start and at the end.
+TEST_F(CudaKernels, OneGradientLongerThanALaunch) {
   const std::int64_t n = static_cast<std::int64_t>(cuda::max_chunks_per_launch() + 1) * cuda::kChunkElements + 5;
   std::vector<Buffer> host;
   host.emplace_back(DType::Float16, n);

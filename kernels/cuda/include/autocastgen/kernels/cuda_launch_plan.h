@@ -41,22 +41,11 @@ void pack_cuda_launches(std::span<const GradSpan> grads, std::int64_t chunk_elem
                         std::span<CudaChunk> buffer, bool in_order, CudaLaunchSink& sink);
 
 // Everything one unscale call does on the host before its launches, with the launches handed to
-// `sink`: validates the list (messages start with `who`), tests it for overlap, picks the chunk
-// size (unscale_chunk_elements, from `chunk_elements` and the buffer's size) and packs it.
+// `sink`: validates the list (messages start with `who`), tests it for overlap and packs it.
 // kernels::cuda::non_finite_check_and_unscale is this plus the launches; tests and the benchmark
 // run it with a sink of their own, without a GPU.
 void prepare_unscale_launches(std::span<const GradSpan> grads, std::int64_t chunk_elements,
                               std::span<CudaChunk> buffer, CudaLaunchSink& sink, const char* who);
-
-// Note [chunk size]
-// A chunk is one CUDA block's work. Chunks of `base` elements balance lists of many tensors, but a
-// gradient bigger than one launch carries (`max_chunks` x `base` elements) would take several
-// launches, and each launch's last wave leaves the GPU part idle (on an H200, 256M float32 elements
-// took launches of 2000, 2000 and 96 blocks). So when the list needs more than `max_chunks` chunks of
-// `base` and fewer would do, chunks grow by powers of two (at most 64 x `base`) until the list fits
-// one launch. A list of more than `max_chunks` non-empty gradients needs several launches whatever
-// the size: it keeps `base`.
-std::int64_t unscale_chunk_elements(std::span<const GradSpan> grads, std::int64_t base, std::size_t max_chunks);
 
 // A launch as a value, for tests and tools.
 struct CudaLaunch {

@@ -70,10 +70,6 @@ STATIC = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_st
 # opcheck's AOT check compares tensors only: ops that return a str or numbers skip it (the support
 # rules are metadata-only composites, so the fake check runs them on fake tensors).
 NO_AOT = ("test_schema", "test_autograd_registration", "test_faketensor")
-# update_scale_ and update_scale_hysteresis_ keep aten::_amp_update_scale_'s schema (drop-in) and
-# so return an alias of a mutated argument (Tensor(a!)): PyTorch functionalises such an op only
-# when it mutates one argument (the inplace tag), and these mutate two. Not yet compilable: AOT
-# dispatch is left out (test_update_scale_is_not_functionalisable_yet pins the reason).
 
 
 def _linear():
@@ -130,13 +126,24 @@ SAMPLES = {
     "autocastgen::observe_traced": [
         (lambda: (([_rand(4, 8, requires_grad=True)], [_rand(4, 4)], 0), {}), ALL, ""),
     ],
+    # The drop-in schemas return an alias of a mutated argument; a Functionalize kernel runs their
+    # functional twins under torch.compile (Note [functionalising the scale update]).
     "autocastgen::update_scale_": [
-        (lambda: ((torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.zeros(1), 2.0, 0.5, 3), {}),
-         NO_AOT, "returns Tensor(a!)"),
+        (lambda: ((torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.zeros(1), 2.0, 0.5, 3), {}), ALL, ""),
+        (lambda: ((torch.full((1,), 4.0), torch.full((1,), 2, dtype=torch.int32), torch.ones(1), 2.0, 0.5, 3), {}),
+         ALL, ""),
     ],
     "autocastgen::update_scale_hysteresis_": [
         (lambda: ((torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32),
-                   torch.ones(1), 2.0, 0.5, 3), {"hysteresis": 2, "max_scale": 8.0}), NO_AOT, "returns Tensor(a!)"),
+                   torch.ones(1), 2.0, 0.5, 3), {"hysteresis": 2, "max_scale": 8.0}), ALL, ""),
+    ],
+    "autocastgen::update_scale": [
+        (lambda: ((torch.full((1,), 4.0), torch.full((1,), 2, dtype=torch.int32), torch.zeros(1), 2.0, 0.5, 3), {}),
+         ALL, ""),
+    ],
+    "autocastgen::update_scale_hysteresis": [
+        (lambda: ((torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32),
+                   torch.ones(1), 2.0, 0.5, 3), {"hysteresis": 2, "max_scale": 8.0}), ALL, ""),
     ],
 }
 
@@ -179,11 +186,50 @@ def test_schema_check_cannot_compare_fp8_yet():
     assert "not implemented for 'Float8_e4m3fn'" in str(results["test_schema"])
 
 
-def test_update_scale_is_not_functionalisable_yet():
-    args = (torch.full((1,), 4.0), torch.zeros(1, dtype=torch.int32), torch.zeros(1), 2.0, 0.5, 3)
-    results = torch.library.opcheck(ops.update_scale_.default, args, test_utils="test_aot_dispatch_dynamic",
-                                    raise_exception=False)
-    assert "alias annotations" in str(results["test_aot_dispatch_dynamic"])
+def test_update_scale_compiles_and_steps_as_eager():
+    # fullgraph, aot_eager bit for bit and Inductor, over steps with and without an overflow: the
+    # graph holds the functional twin (Note [functionalising the scale update]).
+    def step(scale, tracker, hysteresis_left, found):
+        ops.update_scale_(scale, tracker, found, 2.0, 0.5, 2)
+        ops.update_scale_hysteresis_(scale, tracker, hysteresis_left, found, 2.0, 0.5, 2, hysteresis=2)
+        return scale * 1
+
+    for backend in ("aot_eager", "inductor"):
+        torch._dynamo.reset()
+        compiled = torch.compile(step, backend=backend, fullgraph=True)
+        eager_state = [torch.full((1,), 1024.0), torch.zeros(1, dtype=torch.int32), torch.full((1,), 2, dtype=torch.int32)]
+        compiled_state = [t.clone() for t in eager_state]
+        for found in (0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0):
+            want = step(*eager_state, torch.full((1,), found))
+            got = compiled(*compiled_state, torch.full((1,), found))
+            assert torch.equal(got, want), backend
+            for a, b in zip(compiled_state, eager_state):
+                assert torch.equal(a, b), backend
+    # The functionalised graph calls the twins, and copies the results back into the inputs.
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    torch._dynamo.reset()
+    recorder = AotEagerAndRecordGraphs()
+    torch.compile(step, backend=recorder, fullgraph=True)(
+        torch.full((1,), 8.0), torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32), torch.zeros(1))
+    code = recorder.fw_graphs[0].code
+    assert "autocastgen.update_scale.default" in code and "autocastgen.update_scale_hysteresis.default" in code
+    assert "update_scale_." not in code and "update_scale_hysteresis_." not in code
+
+
+def test_update_scale_of_a_scale_the_function_closes_over_lands_on_it():
+    scale = torch.full((1,), 8.0)  # not an argument: Dynamo lifts it into the graph's inputs
+    tracker = torch.zeros(1, dtype=torch.int32)
+
+    @torch.compile(backend="aot_eager", fullgraph=True)
+    def step(found):
+        ops.update_scale_(scale, tracker, found * 1, 2.0, 0.5, 2)
+
+    step(torch.ones(1))
+    assert scale.item() == 4.0 and tracker.item() == 0
+    step(torch.zeros(1))
+    step(torch.zeros(1))
+    assert scale.item() == 8.0 and tracker.item() == 0
 
 
 def test_fp8_gemms_refuse_symbolic_shapes():

@@ -1,9 +1,13 @@
 // The autocastgen scaler ops: schemas (TORCH_LIBRARY), their CPU and fake (Meta) kernels.
+#include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "autocastgen/kernels/scaler_cpu.h"
 #include "autocastgen/scaler/ops.h"
@@ -96,6 +100,118 @@ at::Tensor& update_scale_hysteresis_meta(at::Tensor& self, at::Tensor& /*growth_
   return self;
 }
 
+// Note [functionalising the scale update]
+// update_scale_ and update_scale_hysteresis_ keep aten::_amp_update_scale_'s drop-in schema, which
+// mutates two (three) arguments and returns an alias of the first. torch.compile's functionalisation
+// rewrites a custom op that mutates only when it returns nothing (auto_functionalize), so these get
+// what PyTorch generates for its own _amp_update_scale_: a functional twin (update_scale, returning
+// the new tensors; clones updated in place by the mutating op) and a Functionalize kernel that runs
+// the twin on the unwrapped tensors and writes the results back into the functional wrappers. The
+// traced graph then holds the twin, and Inductor reinplaces or copies as it does for PyTorch's op.
+std::tuple<at::Tensor, at::Tensor> update_scale_functional(const at::Tensor& self, const at::Tensor& growth_tracker,
+                                                           const at::Tensor& found_inf, double growth_factor,
+                                                           double backoff_factor, int64_t growth_interval) {
+  at::Tensor scale = self.clone();
+  at::Tensor tracker = growth_tracker.clone();
+  ops::update_scale_(scale, tracker, found_inf, growth_factor, backoff_factor, growth_interval);
+  return {scale, tracker};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> update_scale_hysteresis_functional(
+    const at::Tensor& self, const at::Tensor& growth_tracker, const at::Tensor& hysteresis_tracker,
+    const at::Tensor& found_inf, double growth_factor, double backoff_factor, int64_t growth_interval,
+    int64_t hysteresis, double min_scale, std::optional<double> max_scale) {
+  at::Tensor scale = self.clone();
+  at::Tensor tracker = growth_tracker.clone();
+  at::Tensor hysteresis_left = hysteresis_tracker.clone();
+  ops::update_scale_hysteresis_(scale, tracker, hysteresis_left, found_inf, growth_factor, backoff_factor,
+                                growth_interval, hysteresis, min_scale, max_scale);
+  return {scale, tracker, hysteresis_left};
+}
+
+namespace functional = at::functionalization::impl;
+
+// The mutated arguments under functionalisation: all functional (the traced program's tensors), or
+// none (the op then runs as in eager mode). A plain tensor mutated with traced inputs cannot be.
+bool mutated_are_functional(const char* op, std::initializer_list<const at::Tensor*> mutated,
+                            const at::Tensor& found_inf) {
+  std::size_t functional_count = 0;
+  for (const at::Tensor* t : mutated) functional_count += functional::isFunctionalTensor(*t) ? 1 : 0;
+  TORCH_CHECK(functional_count == 0 || functional_count == mutated.size(), op,
+              " under torch.compile: the scale and its trackers must all be tensors of the traced program, or none");
+  TORCH_CHECK(functional_count > 0 || !functional::isFunctionalTensor(found_inf), op,
+              " under torch.compile: found_inf is a tensor of the traced program but the scale is not");
+  return functional_count > 0;
+}
+
+at::Tensor unwrapped(const at::Tensor& t) {
+  if (!functional::isFunctionalTensor(t)) return t;
+  functional::sync(t);
+  return functional::from_functional_tensor(t);
+}
+
+void write_back(const at::Tensor& wrapper, const at::Tensor& value) {
+  functional::replace_(wrapper, value);
+  functional::commit_update(wrapper);
+  functional::sync(wrapper);
+}
+
+at::Tensor& update_scale_functionalize(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
+                                       double growth_factor, double backoff_factor, int64_t growth_interval) {
+  if (!mutated_are_functional("autocastgen::update_scale_", {&self, &growth_tracker}, found_inf)) {
+    at::AutoDispatchSkipFunctionalize skip;
+    return ops::update_scale_(self, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
+  }
+  static const auto twin = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("autocastgen::update_scale", "")
+                               .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                         const at::Tensor&, double, double, int64_t)>();
+  const at::Tensor scale = unwrapped(self);
+  const at::Tensor tracker = unwrapped(growth_tracker);
+  const at::Tensor found = unwrapped(found_inf);
+  std::tuple<at::Tensor, at::Tensor> out;
+  {
+    at::AutoDispatchSkipFunctionalize skip;
+    out = twin.call(scale, tracker, found, growth_factor, backoff_factor, growth_interval);
+  }
+  write_back(self, std::get<0>(out));
+  write_back(growth_tracker, std::get<1>(out));
+  return self;
+}
+
+at::Tensor& update_scale_hysteresis_functionalize(at::Tensor& self, at::Tensor& growth_tracker,
+                                                  at::Tensor& hysteresis_tracker, const at::Tensor& found_inf,
+                                                  double growth_factor, double backoff_factor, int64_t growth_interval,
+                                                  int64_t hysteresis, double min_scale,
+                                                  std::optional<double> max_scale) {
+  if (!mutated_are_functional("autocastgen::update_scale_hysteresis_", {&self, &growth_tracker, &hysteresis_tracker},
+                              found_inf)) {
+    at::AutoDispatchSkipFunctionalize skip;
+    return ops::update_scale_hysteresis_(self, growth_tracker, hysteresis_tracker, found_inf, growth_factor,
+                                         backoff_factor, growth_interval, hysteresis, min_scale, max_scale);
+  }
+  static const auto twin =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("autocastgen::update_scale_hysteresis", "")
+          .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                const at::Tensor&, double, double, int64_t, int64_t,
+                                                                double, std::optional<double>)>();
+  const at::Tensor scale = unwrapped(self);
+  const at::Tensor tracker = unwrapped(growth_tracker);
+  const at::Tensor hysteresis_left = unwrapped(hysteresis_tracker);
+  const at::Tensor found = unwrapped(found_inf);
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> out;
+  {
+    at::AutoDispatchSkipFunctionalize skip;
+    out = twin.call(scale, tracker, hysteresis_left, found, growth_factor, backoff_factor, growth_interval, hysteresis,
+                    min_scale, max_scale);
+  }
+  write_back(self, std::get<0>(out));
+  write_back(growth_tracker, std::get<1>(out));
+  write_back(hysteresis_tracker, std::get<2>(out));
+  return self;
+}
+
 }  // namespace
 }  // namespace autocastgen::torch_glue
 
@@ -110,6 +226,25 @@ TORCH_LIBRARY(autocastgen, m) {
       "update_scale_hysteresis_(Tensor(a!) self, Tensor(b!) growth_tracker, Tensor(c!) hysteresis_tracker, "
       "Tensor found_inf, float scale_growth_factor, float scale_backoff_factor, int growth_interval, "
       "int hysteresis=1, float min_scale=0., float? max_scale=None) -> Tensor(a!)");
+  // Their functional twins (Note [functionalising the scale update]), as aten::_amp_update_scale.
+  m.def(
+      "update_scale(Tensor self, Tensor growth_tracker, Tensor found_inf, float scale_growth_factor, "
+      "float scale_backoff_factor, int growth_interval) -> (Tensor, Tensor growth_tracker_out)");
+  m.def(
+      "update_scale_hysteresis(Tensor self, Tensor growth_tracker, Tensor hysteresis_tracker, Tensor found_inf, "
+      "float scale_growth_factor, float scale_backoff_factor, int growth_interval, int hysteresis=1, "
+      "float min_scale=0., float? max_scale=None) -> (Tensor, Tensor growth_tracker_out, "
+      "Tensor hysteresis_tracker_out)");
+}
+
+TORCH_LIBRARY_IMPL(autocastgen, CompositeExplicitAutograd, m) {
+  m.impl("update_scale", TORCH_FN(autocastgen::torch_glue::update_scale_functional));
+  m.impl("update_scale_hysteresis", TORCH_FN(autocastgen::torch_glue::update_scale_hysteresis_functional));
+}
+
+TORCH_LIBRARY_IMPL(autocastgen, Functionalize, m) {
+  m.impl("update_scale_", TORCH_FN(autocastgen::torch_glue::update_scale_functionalize));
+  m.impl("update_scale_hysteresis_", TORCH_FN(autocastgen::torch_glue::update_scale_hysteresis_functionalize));
 }
 
 // Note [autograd fallthrough]
@@ -123,6 +258,8 @@ TORCH_LIBRARY_IMPL(autocastgen, Autograd, m) {
   m.impl("non_finite_check_and_unscale_", torch::CppFunction::makeFallthrough());
   m.impl("update_scale_", torch::CppFunction::makeFallthrough());
   m.impl("update_scale_hysteresis_", torch::CppFunction::makeFallthrough());
+  m.impl("update_scale", torch::CppFunction::makeFallthrough());
+  m.impl("update_scale_hysteresis", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(autocastgen, CPU, m) {

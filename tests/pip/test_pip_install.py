@@ -20,6 +20,7 @@ def test_installed_layout(venv):
                      "share/autocastgen/policies/cpu.yaml", "share/autocastgen/policies/cuda.yaml",
                      "share/autocastgen/templates", "include/autocastgen"):
         assert (package / relative).exists(), f"{relative} missing from {package}"
+    assert len(list(package.glob("_C.*.so"))) == 1, "autocastgen._C (Note [unscale from Python]) missing"
     assert REPO not in package.parents, package
 
 
@@ -83,12 +84,17 @@ def test_import_loads_installed_runtime_and_load_policy(venv):
             autocastgen.load_policy("autocast: {device: cpu}\\nlists:\\n  fp32: [piptest::missing]\\n", name="t.yaml")
         except autocastgen.PolicyError as e:
             print("error:", str(e).splitlines()[0])
+        from autocastgen import grad_scaler
+        grads, found = [torch.full((2,), 4.0), torch.tensor([1.0, float("inf")])], torch.zeros(1)
+        grad_scaler.non_finite_check_and_unscale_(grads, found, torch.full((1,), 0.5))
+        print(grad_scaler._C is not None, grads[0].tolist(), found.item())
         """)
     done = _run([venv["python"], "-c", script], cwd=venv["work"])
     lines = done.stdout.splitlines()
     assert Path(lines[0]) == venv["package"] / "lib" / "libautocastgen_runtime_torch.so", lines
     assert lines[1] == "1 torch.bfloat16", lines
     assert lines[2].startswith("error: t.yaml:3:"), lines
+    assert lines[3] == "True [2.0, 2.0] 1.0", lines
 
 
 def test_rpaths_are_relative_to_the_package(venv):

@@ -13,10 +13,12 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 import textwrap
 
 import pytest
+
+import child_process
+from child_process import last_json
 
 torch = pytest.importorskip("torch")
 
@@ -62,22 +64,7 @@ PRELUDE = textwrap.dedent(
 
 
 def run_child(body: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    child_env = dict(os.environ)
-    child_env["PYTHONPATH"] = os.pathsep.join([str(BUILD / "python"), child_env.get("PYTHONPATH", "")])
-    for name in ("AUTOCASTGEN_STATS", "AUTOCASTGEN_RECORD", "AUTOCASTGEN_FINITE", "AUTOCASTGEN_POLICY"):
-        child_env.pop(name, None)
-    child_env.update(env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
-        capture_output=True, text=True, env=child_env, timeout=300,
-    )
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
-def last_json(result: subprocess.CompletedProcess):
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return child_process.run_child(BUILD, PRELUDE, body, env, check)
 
 
 def test_attach_names_every_call_by_its_module_in_statistics_and_the_record(tmp_path: pathlib.Path) -> None:

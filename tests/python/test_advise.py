@@ -15,7 +15,8 @@ Models, each small enough to run in milliseconds:
 ctest sets AUTOCASTGEN_BUILD_DIR and AUTOCASTGEN_CLI; by hand:
   AUTOCASTGEN_BUILD_DIR=build AUTOCASTGEN_CLI=build/bin/autocastgen PYTHONPATH=build/python \\
       python3 -m pytest tests/python/test_advise.py
-The transformers test skips without transformers (not in scripts/requirements.txt).
+The transformers test runs in scripts/test's default build (scripts/models-venv) and skips where
+transformers is not installed.
 """
 
 from __future__ import annotations

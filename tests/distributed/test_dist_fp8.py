@@ -47,9 +47,10 @@ def _linear_ran_in(stats) -> dict:
     return row["ran_in"]
 
 
-def quantise_part(rank: int, world: int, mesh) -> None:
+def ops_part(rank: int, world: int, mesh) -> None:
     """fp8_quantize and fp8_quantize_weight on DTensors: each rank's shard and the scale are bit for
-    bit those of the whole tensor quantised in one process, for every placement."""
+    bit those of the whole tensor quantised in one process, for every placement; fp8_linear on
+    DTensors against one process."""
     from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
     ops = torch.ops.autocastgen
@@ -70,6 +71,25 @@ def quantise_part(rank: int, world: int, mesh) -> None:
     data, inv = ops.fp8_quantize(DTensor.from_local(part, mesh, [Partial()], run_check=False), E4M3)
     expect_data, expect_inv = ops.fp8_quantize(part * world, E4M3)
     assert torch.equal(_bits(data.to_local()), _bits(expect_data)) and torch.equal(inv.to_local(), expect_inv)
+
+    # The GEMM op on DTensors: colwise (x Replicate, weight Shard(0)) gives one process's output bit
+    # for bit; rowwise (both Shard(1)) sums per-rank float32 products; a layout that would move fp8
+    # data between ranks is refused with the reason.
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(5))
+    w = full[:, :64].contiguous() / 100
+    ref = ops.fp8_linear(x, torch.nn.Parameter(w), None, out_dtype=torch.float32)
+
+    def linear(px, pw):
+        weight = torch.nn.Parameter(distribute_tensor(w, mesh, [pw]))
+        return ops.fp8_linear(distribute_tensor(x, mesh, [px]), weight, None, out_dtype=torch.float32).full_tensor()
+
+    assert torch.equal(linear(Replicate(), Shard(0)), ref)
+    assert _close(linear(Shard(1), Shard(1)), ref, 1e-5)
+    try:
+        linear(Shard(0), Shard(0))
+        raise AssertionError("rows x columns ran")
+    except RuntimeError as e:
+        assert "not a layout the float8 GEMM takes per shard" in str(e), str(e)
 
 
 def tp_part(rank: int, world: int, mesh) -> None:
@@ -185,7 +205,7 @@ def worker(rank: int, world: int) -> None:
     autocastgen.load_policy(str(POLICY))
     autocastgen.distributed.register_dtensor_ops()
     mesh = init_device_mesh("cpu", (world,))
-    quantise_part(rank, world, mesh)
+    ops_part(rank, world, mesh)
     tp_part(rank, world, mesh)
     fallback_part(rank, world, mesh)
     fsdp_part(rank, world)

@@ -114,9 +114,11 @@ bool will_need_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() &&
 // Partial, summed by DTensor as in bfloat16). Also: the local shards' dimensions satisfy Note
 // [fp8 shapes], and a sharded weight is current-scaled (a delayed history would have to hold
 // mesh-wide amaxes). DTensor's answer comes from the op fp8_layout_support, whose DTensor handler
-// (autocastgen.distributed) reads placements and local shapes; any other layout, a subclass without
-// such a rule, or DTensor before autocastgen.distributed.register_dtensor_ops() is refused, and the
-// policy's driver runs the call in the lower-precision dtype, counts it so and says it once
+// (autocastgen.distributed) reads placements and global shapes only, so that every rank answers
+// alike (a rank that quantised while another fell back would wait forever in the amax
+// all-reduce). Any other layout, a subclass without such a rule, or DTensor before
+// autocastgen.distributed.register_dtensor_ops() is refused, and the policy's driver runs the call
+// in the lower-precision dtype, counts it so and says it once
 // (policy_glue.cpp). The cost: one 4-byte all-reduce per sharded operand per quantisation
 // (docs/distributed.md measures it); under tracing nothing changes (Note [fp8 under tracing]).
 bool any_eager_subclass(std::initializer_list<const at::Tensor*> operands) {

@@ -194,7 +194,7 @@ def _quantize_sharded(x: Any, dtype: Any, margin: int, fused: bool) -> tuple[Any
     from torch.distributed.tensor import Replicate
 
     ops = torch.ops.autocastgen
-    local = x._local_tensor
+    local = _local(x)
     amax = ops.fp8_amax(local, fused)
     for dim, placement in enumerate(x.placements):
         if not isinstance(placement, Replicate):  # a Shard: Partials were made Replicate
@@ -215,7 +215,7 @@ def _quantize_handler(op_call: Any, args: tuple[Any, ...], kwargs: dict[str, Any
     with torch.no_grad():
         x = _without_partial(bound["x"])
         if _replicated(x):
-            return _wrap(x, *op_call(x._local_tensor, bound["dtype"], bound["margin"], bound["fused"]))
+            return _wrap(x, *op_call(_local(x), bound["dtype"], bound["margin"], bound["fused"]))
         return _quantize_sharded(x, bound["dtype"], bound["margin"], bound["fused"])
 
 
@@ -224,7 +224,7 @@ def _quantize_weight_handler(op_call: Any, args: tuple[Any, ...], kwargs: dict[s
     with torch.no_grad():
         w = _without_partial(bound["weight"])
         if _replicated(w):  # the op on the local tensor: its cache and delayed state as in one process
-            return _wrap(w, *op_call(w._local_tensor, bound["dtype"], bound["scaling"], bound["amax_history_len"],
+            return _wrap(w, *op_call(_local(w), bound["dtype"], bound["scaling"], bound["amax_history_len"],
                                      bound["margin"], bound["cache"], bound["fused"]))
         if bound["scaling"] != "current":
             raise RuntimeError(

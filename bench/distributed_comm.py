@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "distribu
 import dist_harness  # noqa: E402
 
 POLICY = Path(__file__).resolve().parents[1] / "tests" / "fp8" / "data" / "fp8_cpu.yaml"
+DELAYED = POLICY.with_name("fp8_cpu_delayed.yaml")
 COLLECTIVES = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather", "broadcast",
                "reduce_scatter", "all_to_all_single", "all_gather_single", "reduce_scatter_single")
 
@@ -65,6 +66,7 @@ class Counter:
             setattr(funcol, name, wrapped_f)
 
     def text(self) -> str:
+        # bytes: all calls together
         return ", ".join(f"{name} {calls}× {size} B" for name, (calls, size) in sorted(self.counts.items())) or "none"
 
 
@@ -118,8 +120,12 @@ def worker(rank: int, world: int) -> None:
     measure("TP, bf16 autocast", tp(), None)
     measure("TP + autocastgen.GradScaler", tp(), autocastgen.GradScaler("cpu"))
     autocastgen.load_policy(str(POLICY))
+    autocastgen.distributed.register_dtensor_ops()
     measure("FSDP2, fp8 policy", fsdp(), None)
-    measure("TP, fp8 policy (bf16 fallback)", tp(), None)
+    measure("TP, fp8 policy (float8 per shard)", tp(), None)
+    measure("TP, fp8 policy + autocastgen.GradScaler", tp(), autocastgen.GradScaler("cpu"))
+    autocastgen.load_policy(str(DELAYED))
+    measure("TP, fp8 policy, delayed scaling (sharded weights: bf16 fallback)", tp(), None)
     if rank == 0:
         print("| configuration (one step, per rank) | collectives from Python: calls × bytes |")
         print("|---|---|")

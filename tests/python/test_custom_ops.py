@@ -113,6 +113,11 @@ SAMPLES = {
     ],
     "autocastgen::fp8_mm_support": [(lambda: (_mm()[0] + (torch.bfloat16,), {}), NO_AOT, "returns str")],
     "autocastgen::fp8_addmm_support": [(lambda: (_addmm()[0] + (torch.bfloat16,), {}), NO_AOT, "returns str")],
+    # Plain tensors are always "" here; DTensor's answer is tested in tests/distributed/test_dist_fp8.py.
+    "autocastgen::fp8_layout_support": [
+        (lambda: ((_rand(32, 32, requires_grad=True), _param(16, 32), _param(16, seed=1), True), {}), NO_AOT,
+         "returns str"),
+    ],
     # Reads a weight's recorded amaxes: eager only, refused on fake tensors
     # (test_delayed_scaling_state_refuses_fake_tensors).
     "autocastgen::fp8_delayed_scaling_state": [

@@ -1,6 +1,11 @@
 // fp8 linear, mm and addmm: the support rule, one autograd function for all three, the public API.
 #include <array>
 #include <atomic>
+#include <exception>
+#include <initializer_list>
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -85,6 +90,72 @@ Support check_common(const std::vector<const at::Tensor*>& operands, c10::Scalar
 
 bool will_need_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() && t.requires_grad(); }
 
+// Note [fp8 under tensor parallel]
+// A DTensor met eagerly (tensor parallel: ColwiseParallel, RowwiseParallel) runs the fp8 GEMM per
+// shard. The GEMM's own code is unchanged: every step that touches data goes through a dispatcher
+// op, so DTensor's dispatch runs it on the local shards and no kernel here sees a DTensor:
+// - an operand is quantised by fp8_quantize (activations, gradients) or fp8_quantize_weight
+//   (weights); autocastgen.distributed gives both a DTensor op handler that measures the local
+//   shard's amax, all-reduces it with MAX over the mesh dimensions the operand is sharded on (none
+//   for a Replicate operand, whose replicated weight goes through the weight cache and delayed
+//   scaling as in one process), and casts the local shard with the scale of that amax: the scale of
+//   the whole tensor, so every shard holds exactly the fp8 values and scale the unsharded model
+//   computes, and the fp8 data may be laid side by side or summed across ranks as one tensor;
+// - aten._scaled_mm has DTensor sharding rules; its bias is not among them, so with DTensor
+//   operands the bias (or addmm's self) is added after the GEMM in float32 (DTensor places it:
+//   a Replicate bias onto a Partial product is split, not all-reduced);
+// - the backward's transposes and copies are DTensor ops, and its output gradient goes through
+//   fp8_quantize like an activation.
+// Which layouts run: those whose GEMM takes the local shards as they are, with no fp8 data moved
+// between ranks (gloo cannot move float8 tensors, and moving high-precision data first is the
+// lower-precision path's business). Per mesh dimension, for A [M, K] x B [K, N] (B = weight^T for
+// linear): both Replicate; A sharded on M and B Replicate; A Replicate and B sharded on N
+// (ColwiseParallel: the output sharded on N); both sharded on K (RowwiseParallel: the output
+// Partial, summed by DTensor as in bfloat16). Also: the local shards' dimensions satisfy Note
+// [fp8 shapes], and a sharded weight is current-scaled (a delayed history would have to hold
+// mesh-wide amaxes). DTensor's answer comes from the op fp8_layout_support, whose DTensor handler
+// (autocastgen.distributed) reads placements and global shapes only, so that every rank answers
+// alike (a rank that quantised while another fell back would wait forever in the amax
+// all-reduce). Any other layout, a subclass without such a rule, or DTensor before
+// autocastgen.distributed.register_dtensor_ops() is refused, and the policy's driver runs the call
+// in the lower-precision dtype, counts it so and says it once
+// (policy_glue.cpp). The cost: one 4-byte all-reduce per sharded operand per quantisation
+// (docs/distributed.md measures it); under tracing nothing changes (Note [fp8 under tracing]).
+bool any_eager_subclass(std::initializer_list<const at::Tensor*> operands) {
+  for (const at::Tensor* t : operands) {
+    if (detail::eager_subclass(*t)) return true;
+  }
+  return false;
+}
+
+// Support::reason is a static string; a subclass rule's reasons are kept here (few distinct ones).
+const char* interned(std::string text) {
+  static std::mutex mutex;
+  static std::set<std::string> strings;
+  const std::lock_guard<std::mutex> guard(mutex);
+  return strings.insert(std::move(text)).first->c_str();
+}
+
+Support subclass_layout(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& add, bool linear,
+                        Scaling scaling) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("autocastgen::fp8_layout_support", "")
+          .typed<std::string(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, bool,
+                             c10::string_view)>();
+  std::string reason;
+  try {
+    reason = op.call(a, b, add, linear, scaling_name(scaling));
+  } catch (const std::exception& e) {
+    // No rule for this subclass (DTensor: autocastgen.distributed.register_dtensor_ops() not run).
+    // The rule only reads metadata: nothing was sent between ranks before it failed.
+    return no(interned(std::string("a tensor subclass without an fp8 layout rule (for DTensor: "
+                                   "autocastgen.distributed.register_dtensor_ops()): ") +
+                       std::string(e.what()).substr(0, 200)));
+  }
+  return reason.empty() ? yes() : no(interned(std::move(reason)));
+}
+
 // --- The GEMM -------------------------------------------------------------------------------------
 
 bool is_column_major(const at::Tensor& t) { return t.stride(0) == 1 && t.stride(1) >= std::max<std::int64_t>(1, t.size(0)); }
@@ -152,8 +223,11 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
 
     std::optional<at::Tensor> gemm_bias;
     bool add_after = false;
+    // DTensor's _scaled_mm takes no bias (Note [fp8 under tensor parallel]).
+    const bool subclass = any_eager_subclass({&a, &b, &add});
     if (add.defined() && spec.beta != 0.0) {
-      if (spec.beta == 1.0 && add.dim() == 1 && add.size(0) == n && spec.out_dtype != c10::ScalarType::Float) {
+      if (!subclass && spec.beta == 1.0 && add.dim() == 1 && add.size(0) == n &&
+          spec.out_dtype != c10::ScalarType::Float) {
         gemm_bias = add.to(spec.out_dtype);
       } else {
         add_after = true;
@@ -164,7 +238,11 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
                                  /*fast_accum=*/true, spec.options);
     if (add_after) {
       const at::Tensor addf = add.to(c10::ScalarType::Float);
-      out = (spec.beta == 1.0 ? out.add_(addf) : out.add_(addf, spec.beta)).to(spec.out_dtype);
+      if (subclass) {
+        out = out.add(addf, spec.beta).to(spec.out_dtype);  // DTensor may place the sum apart from out
+      } else {
+        out = (spec.beta == 1.0 ? out.add_(addf) : out.add_(addf, spec.beta)).to(spec.out_dtype);
+      }
     }
     if (spec.linear) {
       std::vector<std::int64_t> sizes(a.sizes().begin(), a.sizes().end() - 1);
@@ -259,7 +337,7 @@ double real_scalar(const c10::Scalar& s, const char* what) {
 }  // namespace
 
 Support fp8_linear_support(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                           c10::ScalarType out_dtype) {
+                           c10::ScalarType out_dtype, Scaling scaling) {
   std::vector<const at::Tensor*> operands{&input, &weight};
   if (bias.has_value() && bias->defined()) operands.push_back(&*bias);
   if (const Support s = check_common(operands, out_dtype); !s) return s;
@@ -270,23 +348,39 @@ Support fp8_linear_support(const at::Tensor& input, const at::Tensor& weight, co
   }
   const std::int64_t k = weight.size(1);
   const std::int64_t m = k == 0 ? 0 : input.numel() / k;
-  return check_shape(m, k, weight.size(0), will_need_grad(weight));
+  if (const Support s = check_shape(m, k, weight.size(0), will_need_grad(weight)); !s) return s;
+  const at::Tensor no_bias;
+  if (any_eager_subclass({&input, &weight, bias ? &*bias : &no_bias})) {
+    return subclass_layout(input, weight, operands.size() == 3 ? bias : std::optional<at::Tensor>(), true, scaling);
+  }
+  return yes();
 }
 
-Support fp8_mm_support(const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype) {
+namespace {
+
+Support mm_shape_support(const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype) {
   if (const Support s = check_common({&self, &mat2}, out_dtype); !s) return s;
   if (self.dim() != 2 || mat2.dim() != 2) return no("mm needs two 2-D matrices");
   if (self.size(1) != mat2.size(0)) return no("the matrices' inner dimensions differ");
   return check_shape(self.size(0), self.size(1), mat2.size(1), will_need_grad(mat2));
 }
 
+}  // namespace
+
+Support fp8_mm_support(const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype, Scaling scaling) {
+  if (const Support s = mm_shape_support(self, mat2, out_dtype); !s) return s;
+  if (any_eager_subclass({&self, &mat2})) return subclass_layout(self, mat2, std::nullopt, false, scaling);
+  return yes();
+}
+
 Support fp8_addmm_support(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
-                          c10::ScalarType out_dtype) {
-  if (const Support s = fp8_mm_support(mat1, mat2, out_dtype); !s) return s;
+                          c10::ScalarType out_dtype, Scaling scaling) {
+  if (const Support s = mm_shape_support(mat1, mat2, out_dtype); !s) return s;
   if (const Support s = check_common({&mat1, &self}, out_dtype); !s) return s;
   if (!at::is_expandable_to(self.sizes(), {mat1.size(0), mat2.size(1)})) {
     return no("self does not broadcast to the product's shape");
   }
+  if (any_eager_subclass({&self, &mat1, &mat2})) return subclass_layout(mat1, mat2, self, false, scaling);
   return yes();
 }
 
@@ -318,40 +412,44 @@ at::Tensor addmm_gemm(const at::Tensor& self, const at::Tensor& mat1, const at::
 
 at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                       const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
-  return linear_gemm(input, weight, bias, recipe, out_dtype, options, fp8_linear_support(input, weight, bias, out_dtype));
+  return linear_gemm(input, weight, bias, recipe, out_dtype, options,
+                     fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling));
 }
 
 at::Tensor fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
                   const CallOptions& options) {
-  return mm_gemm(self, mat2, recipe, out_dtype, options, fp8_mm_support(self, mat2, out_dtype));
+  return mm_gemm(self, mat2, recipe, out_dtype, options, fp8_mm_support(self, mat2, out_dtype, recipe.scaling));
 }
 
 at::Tensor fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                      const c10::Scalar& alpha, const Recipe& recipe, c10::ScalarType out_dtype,
                      const CallOptions& options) {
   return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options,
-                    fp8_addmm_support(self, mat1, mat2, out_dtype));
+                    fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling));
 }
 
 std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tensor& weight,
                                          const std::optional<at::Tensor>& bias, const Recipe& recipe,
-                                         c10::ScalarType out_dtype, const CallOptions& options) {
-  const Support support = fp8_linear_support(input, weight, bias, out_dtype);
+                                         c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
+  const Support support = fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling);
+  if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return linear_gemm(input, weight, bias, recipe, out_dtype, options, support);
 }
 
 std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe,
-                                     c10::ScalarType out_dtype, const CallOptions& options) {
-  const Support support = fp8_mm_support(self, mat2, out_dtype);
+                                     c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
+  const Support support = fp8_mm_support(self, mat2, out_dtype, recipe.scaling);
+  if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return mm_gemm(self, mat2, recipe, out_dtype, options, support);
 }
 
 std::optional<at::Tensor> try_fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                                         const c10::Scalar& beta, const c10::Scalar& alpha, const Recipe& recipe,
-                                        c10::ScalarType out_dtype, const CallOptions& options) {
-  const Support support = fp8_addmm_support(self, mat1, mat2, out_dtype);
+                                        c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
+  const Support support = fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling);
+  if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options, support);
 }

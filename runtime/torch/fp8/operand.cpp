@@ -97,7 +97,9 @@ Quantized weight_operand(const at::Tensor& w, const Recipe& recipe, const CallOp
 Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
   const auto margin32 = static_cast<std::int32_t>(margin);
   if (traced(x)) {
-    if (!decompose_when_traced()) return current_op(x, fp8, margin, options);
+    // A subclass met eagerly quantises through the op, which its rule runs on the local shards;
+    // the PyTorch-ops route would mix it with the plain scalars it fills.
+    if (eager_subclass(x) || !decompose_when_traced()) return current_op(x, fp8, margin, options);
     return quantize_current(primitives_for(x.device().type(), /*fused=*/false), x.detach().contiguous(), fp8, margin32);
   }
   const Primitives& p = primitives_for(x.device().type(), options.fused_kernels);
@@ -125,6 +127,10 @@ bool dataless(const at::Tensor& t) {
 }
 
 bool traced(const at::Tensor& t) { return dataless(t) || c10::impl::TorchDispatchModeTLS::stack_len() > 0; }
+
+bool eager_subclass(const at::Tensor& t) {
+  return t.defined() && t.key_set().has(c10::DispatchKey::Python) && c10::impl::TorchDispatchModeTLS::stack_len() == 0;
+}
 
 Quantized quantize_weight(const at::Tensor& w, const Recipe& recipe, const CallOptions& options) {
   const auto margin = static_cast<std::int32_t>(recipe.margin);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include "autocastgen/fp8/fp8.h"
 #include "quantize.h"
@@ -20,6 +22,13 @@ namespace autocastgen::fp8::detail {
 [[nodiscard]] bool dataless(const at::Tensor& t);
 // Whether `t` is being traced rather than computed on (Note [fp8 under tracing]).
 [[nodiscard]] bool traced(const at::Tensor& t);
+// Whether `t` is a tensor subclass met outside any dispatch mode: a DTensor in an eager step
+// (Note [fp8 under tensor parallel] in gemm.cpp). Its operands go through the dispatcher ops, whose
+// subclass rules (autocastgen.distributed for DTensor) quantise the local shards.
+[[nodiscard]] bool eager_subclass(const at::Tensor& t);
+
+// The Autograd kernel of the ops without a gradient (Note [non-differentiable ops]).
+void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, ::torch::jit::Stack* stack);
 
 // The weight's fp8 copy through this thread's cache and its delayed state, computed now: the
 // eager path and the kernel of torch.ops.autocastgen.fp8_quantize_weight.

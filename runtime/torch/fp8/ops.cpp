@@ -87,6 +87,11 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
         [](const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, c10::ScalarType out_dtype) {
           return std::string(fp8_addmm_support(self, mat1, mat2, out_dtype).reason);
         });
+  // "" when the operands' layout lets the GEMM run in fp8 on each rank's shards, else why not
+  // (Note [fp8 under tensor parallel] in gemm.cpp). A plain tensor is its own layout: always "".
+  // DTensor answers through its op handler (autocastgen.distributed); the support rules above ask
+  // it for operands that are tensor subclasses.
+  m.def("fp8_layout_support(Tensor a, Tensor b, Tensor? add, bool linear, str scaling=\"current\") -> str");
   // [quantizations, hits, entries] of this thread's weight cache.
   m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", [](const std::string& device) {
     const CacheStats s = weight_cache_stats(device_type(device));
@@ -109,4 +114,32 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("fp8_reset_delayed_scaling_state() -> ()", [] { reset_delayed_scaling_state(); });
   m.def("fp8_delayed_scaling_state_size() -> int",
         [] { return static_cast<int64_t>(delayed_scaling_state_size()); });
+}
+
+namespace autocastgen::fp8 {
+namespace {
+
+// Plain tensors (the device kernel) and fake ones (the Meta kernel) have no layout to refuse; the
+// scaling name is checked so that a bad call fails alike everywhere.
+std::string plain_layout_support(const at::Tensor& /*a*/, const at::Tensor& /*b*/,
+                                 const std::optional<at::Tensor>& /*add*/, bool /*linear*/, c10::string_view scaling) {
+  TORCH_CHECK(parse_scaling(std::string(scaling)).has_value(), "fp8_layout_support: unknown scaling '", scaling,
+              "' (current or delayed)");
+  return "";
+}
+
+}  // namespace
+}  // namespace autocastgen::fp8
+
+TORCH_LIBRARY_IMPL(autocastgen, CompositeExplicitAutograd, m) {
+  m.impl("fp8_layout_support", TORCH_FN(autocastgen::fp8::plain_layout_support));
+}
+
+TORCH_LIBRARY_IMPL(autocastgen, Meta, m) {
+  m.impl("fp8_layout_support", TORCH_FN(autocastgen::fp8::plain_layout_support));
+}
+
+TORCH_LIBRARY_IMPL(autocastgen, Autograd, m) {
+  m.impl("fp8_layout_support",
+         torch::CppFunction::makeFromBoxedFunction<&autocastgen::fp8::detail::below_autograd>());
 }

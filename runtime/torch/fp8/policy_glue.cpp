@@ -20,24 +20,26 @@ fp8::CallOptions options_of(const Fp8Call& call) {
 }
 
 // Note [fp8 and tensor subclasses]
-// A tensor subclass met eagerly (a DTensor from tensor parallel, no dispatch mode active) holds no
-// data of its own for the fp8 kernels, and its operands' tensorwise scales would have to come from
-// an amax reduced across the mesh, which this path does not do yet. Such a call runs as
-// lower_precision_fp instead: the subclass handles the lower-precision GEMM itself (DTensor: its
-// sharding rules), the statistics count it under the lower-precision dtype in ran_in, and the
-// first one warns. Under tracing (a dispatch mode active) subclasses stay on the traced path of
-// Note [fp8 under tracing]. FSDP2 is unaffected: its forward sees plain, all-gathered weights.
-bool eager_subclass(std::initializer_list<const at::Tensor*> operands, const char* op) {
-  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
+// A tensor subclass met eagerly (a DTensor from tensor parallel, no dispatch mode active) runs the
+// GEMM in fp8 per shard where its layout allows (Note [fp8 under tensor parallel] in gemm.cpp; the
+// support rule asks the subclass). Where it does not, the call runs as lower_precision_fp: the
+// subclass handles the lower-precision GEMM itself (DTensor: its sharding rules), the statistics
+// count it under the lower-precision dtype in ran_in, and the first such call in the process says
+// why. Under tracing (a dispatch mode active) subclasses stay on the traced path of Note [fp8 under
+// tracing]. FSDP2 is unaffected: its forward sees plain, all-gathered weights.
+std::optional<at::Tensor> said_once(std::optional<at::Tensor> out, const fp8::Support& refused,
+                                    std::initializer_list<const at::Tensor*> operands, const char* op) {
+  if (out.has_value()) return out;
   for (const at::Tensor* t : operands) {
-    if (t->defined() && t->key_set().has(c10::DispatchKey::Python)) {
-      TORCH_WARN_ONCE("autocastgen: fp8 GEMMs do not take DTensors or other tensor subclasses yet (first: ", op,
-                      "); such calls run in the lower-precision dtype instead, counted under ran_in in the "
+    if (t->defined() && t->key_set().has(c10::DispatchKey::Python) &&
+        c10::impl::TorchDispatchModeTLS::stack_len() == 0) {
+      TORCH_WARN_ONCE("autocastgen: an fp8 GEMM on DTensors or other tensor subclasses runs in the lower-precision "
+                      "dtype (first: ", op, ": ", refused.reason, "); such calls are counted under ran_in in the "
                       "statistics (docs/distributed.md)");
-      return true;
+      break;
     }
   }
-  return false;
+  return out;
 }
 
 }  // namespace
@@ -45,19 +47,23 @@ bool eager_subclass(std::initializer_list<const at::Tensor*> operands, const cha
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias) {
   const at::Tensor no_bias;
-  if (eager_subclass({&input, &weight, bias ? &*bias : &no_bias}, call.site.op)) return std::nullopt;
-  return fp8::try_fp8_linear(input, weight, bias, call.recipe, call.out_dtype, options_of(call));
+  fp8::Support refused;
+  return said_once(fp8::try_fp8_linear(input, weight, bias, call.recipe, call.out_dtype, options_of(call), &refused),
+                   refused, {&input, &weight, bias ? &*bias : &no_bias}, call.site.op);
 }
 
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat2) {
-  if (eager_subclass({&self, &mat2}, call.site.op)) return std::nullopt;
-  return fp8::try_fp8_mm(self, mat2, call.recipe, call.out_dtype, options_of(call));
+  fp8::Support refused;
+  return said_once(fp8::try_fp8_mm(self, mat2, call.recipe, call.out_dtype, options_of(call), &refused), refused,
+                   {&self, &mat2}, call.site.op);
 }
 
 std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& self, const at::Tensor& mat1,
                                    const at::Tensor& mat2, const c10::Scalar& beta, const c10::Scalar& alpha) {
-  if (eager_subclass({&self, &mat1, &mat2}, call.site.op)) return std::nullopt;
-  return fp8::try_fp8_addmm(self, mat1, mat2, beta, alpha, call.recipe, call.out_dtype, options_of(call));
+  fp8::Support refused;
+  return said_once(fp8::try_fp8_addmm(self, mat1, mat2, beta, alpha, call.recipe, call.out_dtype, options_of(call),
+                                      &refused),
+                   refused, {&self, &mat1, &mat2}, call.site.op);
 }
 
 }  // namespace autocastgen::torch

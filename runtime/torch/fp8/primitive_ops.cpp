@@ -146,12 +146,13 @@ Pair scale_from_amax_meta(const at::Tensor& amax, c10::ScalarType dtype, std::in
 // gradients around it, Note [fp8 autograd]). The Autograd kernel says so explicitly: it runs the
 // op below autograd, so its outputs never require grad, and opcheck finds a registration instead of
 // PyTorch's "autograd not implemented" fallback.
+}  // namespace
+
 void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
   const at::AutoDispatchBelowADInplaceOrView guard;
   op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
 }
 
-}  // namespace
 }  // namespace autocastgen::fp8::detail
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {

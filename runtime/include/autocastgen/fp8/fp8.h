@@ -46,12 +46,19 @@ struct Support {
 // refused: devices whose PyTorch has no _scaled_mm kernel (the dispatcher is asked), operands
 // that are not float32/bfloat16/float16 dense tensors on one device, empty dimensions, and an
 // out_dtype other than bfloat16, float16 or float32.
+//
+// Operands that are tensor subclasses met eagerly (DTensors from tensor parallel) are asked, once
+// the rest holds, whether their layout takes fp8 per shard (Note [fp8 under tensor parallel] in
+// runtime/torch/fp8/gemm.cpp): `scaling` matters there only (delayed scaling of a sharded weight
+// is refused).
 [[nodiscard]] TORCH_API Support fp8_linear_support(const at::Tensor& input, const at::Tensor& weight,
-                                                   const std::optional<at::Tensor>& bias, c10::ScalarType out_dtype);
+                                                   const std::optional<at::Tensor>& bias, c10::ScalarType out_dtype,
+                                                   Scaling scaling = Scaling::Current);
 [[nodiscard]] TORCH_API Support fp8_mm_support(const at::Tensor& self, const at::Tensor& mat2,
-                                               c10::ScalarType out_dtype);
+                                               c10::ScalarType out_dtype, Scaling scaling = Scaling::Current);
 [[nodiscard]] TORCH_API Support fp8_addmm_support(const at::Tensor& self, const at::Tensor& mat1,
-                                                  const at::Tensor& mat2, c10::ScalarType out_dtype);
+                                                  const at::Tensor& mat2, c10::ScalarType out_dtype,
+                                                  Scaling scaling = Scaling::Current);
 [[nodiscard]] inline bool fp8_linear_supported(const at::Tensor& input, const at::Tensor& weight,
                                                const std::optional<at::Tensor>& bias, c10::ScalarType out_dtype) {
   return fp8_linear_support(input, weight, bias, out_dtype).ok;
@@ -82,20 +89,24 @@ struct Support {
                                              const c10::Scalar& beta, const c10::Scalar& alpha, const Recipe& recipe,
                                              c10::ScalarType out_dtype, const CallOptions& options = {});
 
-// The same, or nullopt when the call cannot run in fp8 (the support rule is asked once): what the
-// fp8 policy's driver calls before falling back to the lower-precision dtype.
+// The same, or nullopt when the call cannot run in fp8 (the support rule is asked once, and its
+// answer left in `*refused` when given): what the fp8 policy's driver calls before falling back to
+// the lower-precision dtype.
 [[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tensor& weight,
                                                                  const std::optional<at::Tensor>& bias,
                                                                  const Recipe& recipe, c10::ScalarType out_dtype,
-                                                                 const CallOptions& options = {});
+                                                                 const CallOptions& options = {},
+                                                                Support* refused = nullptr);
 [[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& mat2,
                                                              const Recipe& recipe, c10::ScalarType out_dtype,
-                                                             const CallOptions& options = {});
+                                                             const CallOptions& options = {},
+                                                                Support* refused = nullptr);
 [[nodiscard]] TORCH_API std::optional<at::Tensor> try_fp8_addmm(const at::Tensor& self, const at::Tensor& mat1,
                                                                 const at::Tensor& mat2, const c10::Scalar& beta,
                                                                 const c10::Scalar& alpha, const Recipe& recipe,
                                                                 c10::ScalarType out_dtype,
-                                                                const CallOptions& options = {});
+                                                                const CallOptions& options = {},
+                                                                Support* refused = nullptr);
 
 // --- The weight cache (Note [fp8 weight cache] in runtime/torch/fp8/weight_cache.cpp) -------------
 struct CacheStats {

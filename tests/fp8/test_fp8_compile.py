@@ -13,7 +13,6 @@ import pytest
 import torch
 import torch._inductor.config
 
-
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 if not hasattr(torch, "compile"):

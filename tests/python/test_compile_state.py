@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-
 # Verified with PyTorch 2.4, 2.7, 2.11 and 2.15 (docs/compile.md). Dynamo 2.4 traces a `with` only on
 # a context manager it builds itself (a class of no __init__, called with constant positional
 # arguments): it stops at autocastgen.autocast(...) and state_guard(...) inside a compiled function

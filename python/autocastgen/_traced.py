@@ -59,9 +59,12 @@ def _install_guard(expected: str, builder: Any, guard: Any) -> None:
     def check(_: object) -> bool:
         return bool(key() == expected)
 
-    builder.guard_manager.root.add_lambda_guard(
-        check, [f"autocastgen.autocast_trace_key() == {expected!r}"], None
-    )
+    parts = [f"autocastgen.autocast_trace_key() == {expected!r}"]
+    root = builder.guard_manager.root
+    try:
+        root.add_lambda_guard(check, parts, None)  # 2.11, 2.15: and the user's stack, or None
+    except TypeError:
+        root.add_lambda_guard(check, parts)  # 2.4 to 2.7
 
 
 def note_read() -> bool:
@@ -224,17 +227,28 @@ def _define_ops() -> torch.library.Library:
     # The ops a traced driver call puts into the graph (Note [insight in compiled code] in
     # runtime/torch/state/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
     # must stay in the graph.
+    for name in ("stats_traced_call", "observe_traced"):
+        torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
     try:
         from torch._library.effects import EffectType
 
-        for name in ("stats_traced_call", "observe_traced"):
-            torch.library.register_fake(f"autocastgen::{name}", lambda *args: None, lib=library)
-        torch.library._register_effectful_op(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
-        torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
-    except (AttributeError, ImportError):
-        # An older PyTorch without these (written against 2.15): eager is unaffected; a trace with
-        # the insight on stops at the ops without a fake kernel.
-        pass
+        register_effect = torch.library._register_effectful_op
+    except ImportError:  # 2.4, 2.7: the same registry, private to AOTAutograd's effects
+        from torch._higher_order_ops.effects import _EffectType as EffectType  # type: ignore[no-redef]
+        from torch._higher_order_ops.effects import _register_effectful_op as register_effect
+    register_effect(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
+    torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
+    from torch._library import utils as library_utils
+
+    if not hasattr(library_utils, "is_impure"):
+        # 2.4, 2.7: dead-code elimination sees only the functions marked here, so Inductor would
+        # remove an inference graph's with_effects nodes (their token reaches only _sink_tokens,
+        # which returns nothing) and the statistics they replay; 2.11 and later keep every
+        # effectful call (torch._library.utils.is_impure).
+        torch.fx.node.has_side_effect(torch.ops.higher_order.with_effects)
+        # And their Inductor keeps an op of no output only if it mutates or is effectful: the watch
+        # is ordered with the statistics there (Note [insight in compiled code]).
+        register_effect(torch.ops.autocastgen.observe_traced.default, EffectType.ORDERED)
     return library
 
 
@@ -251,10 +265,16 @@ def _key_the_compile_caches() -> None:
         return
     _cache_key_installed = True
     import torch._inductor.config as inductor_config
-    from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    # One pass wraps whatever was installed before: PyTorch 2.11 takes a single pass here (2.15
-    # also a list), and runs it unchanged.
+    try:
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+    except ImportError:
+        # PyTorch 2.4: no AOTAutograd cache, and Inductor's FX graph cache (off by default) keys on
+        # the graph AOTAutograd made, which holds the casts of the state: nothing to add.
+        return
+
+    # One pass wraps whatever was installed before: PyTorch 2.7 and 2.11 take a single pass
+    # here (2.15 also a list), and runs it unchanged.
     before = inductor_config.post_grad_custom_post_pass
     earlier = [] if before is None else list(before) if isinstance(before, (list, tuple)) else [before]
 

@@ -13,10 +13,6 @@ import pytest
 import torch
 import torch._inductor.config
 
-# Verified with PyTorch 2.15 only (docs/fp8.md, "torch.compile"): the rotation's older releases skip this file.
-if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15):
-    pytest.skip(f"fp8 under torch.compile is tested with PyTorch >= 2.15, not {torch.__version__}", allow_module_level=True)
-
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 if not hasattr(torch, "compile"):

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-# Verified with PyTorch 2.15 only (docs/compile.md): the rotation's older releases skip this file.
-if tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15):
-    pytest.skip(f"insight under torch.compile is tested with PyTorch >= 2.15, not {torch.__version__}", allow_module_level=True)
+
+# Verified with PyTorch 2.4, 2.7, 2.11 and 2.15 (docs/compile.md); two limits of 2.4 are gated below.
+TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
@@ -170,6 +170,8 @@ def test_record_only_records_compiled_calls_as_eager() -> None:
         assert got["ranges"]["output_max_abs"] == want["ranges"]["output_max_abs"]
 
 
+@pytest.mark.skipif(TORCH < (2, 7), reason=f"Dynamo {torch.__version__} stops at `with` on the block itself "
+                    "(BEFORE_WITH UserDefinedObjectVariable), with its own message, before our refusal runs; verified from 2.7")
 @pytest.mark.parametrize("block", [lambda: autocastgen.stats(), lambda: autocastgen.watch("raise"),
                                    lambda: autocastgen.record()], ids=["stats", "watch", "record"])
 def test_switching_inside_a_compiled_function_fails_at_trace_time(block) -> None:
@@ -184,7 +186,7 @@ def test_switching_inside_a_compiled_function_fails_at_trace_time(block) -> None
     assert autocastgen.insight.finite_mode() == "off" and not autocastgen.insight.enabled()
 
 
-def test_inductor_counts_and_raises_as_eager() -> None:
+def inductor_forward():
     # Inductor compiles its own kernels around our ops (observe_traced must keep the buffers it
     # reads alive for the kernels after it: Note [insight in compiled code]). Forward only, to keep
     # the C++ compile short.
@@ -194,7 +196,14 @@ def test_inductor_counts_and_raises_as_eager() -> None:
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
             return torch.relu(model(x)).sum(dim=1)
 
-    compiled = torch.compile(forward, backend="inductor", fullgraph=True)
+    return forward, torch.compile(forward, backend="inductor", fullgraph=True)
+
+
+@pytest.mark.skipif(TORCH < (2, 7), reason=f"Inductor {torch.__version__} constant-folds the with_effects nodes of an "
+                    "inference graph, running stats_traced_call once while it compiles (one call too many); "
+                    "2.7 skips higher-order ops there (docs/compile.md)")
+def test_inductor_counts_as_eager() -> None:
+    forward, compiled = inductor_forward()
     with autocastgen.stats() as eager:
         forward(X)
         forward(X)
@@ -203,6 +212,10 @@ def test_inductor_counts_and_raises_as_eager() -> None:
         compiled(X)
     assert [(e["op"], e["calls"], e["ran_in"]) for e in comp.table["ops"]] == [
         (e["op"], e["calls"], e["ran_in"]) for e in eager.table["ops"]]
+
+
+def test_inductor_raises_as_eager() -> None:
+    forward, compiled = inductor_forward()
     torch.testing.assert_close(compiled(X), forward(X), rtol=1e-2, atol=1e-2)
     with autocastgen.watch("raise"), pytest.raises(RuntimeError, match="non-finite output: aten::linear") as error:
         compiled(BIG)

@@ -264,8 +264,6 @@ def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path:
     assert out["after_clear"] == []
 
 
-@pytest.mark.skipif(tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15),
-                    reason="torch.compile support is verified on PyTorch 2.15 (docs/compile.md)")
 def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_change() -> None:
     # fullgraph: the hooks inline; aot_eager bit for bit, Inductor within tolerance; the statistics
     # of the compiled calls keep their modules; dropping the rules traces again (the guard).

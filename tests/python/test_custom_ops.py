@@ -235,13 +235,14 @@ def test_update_scale_compiles_and_steps_as_eager():
             for a, b in zip(compiled_state, eager_state):
                 assert torch.equal(a, b), backend
     # The functionalised graph calls the twins, and copies the results back into the inputs.
-    from torch._dynamo.testing import AotEagerAndRecordGraphs
+    from torch._dynamo.backends.common import aot_autograd
 
     torch._dynamo.reset()
-    recorder = AotEagerAndRecordGraphs()
+    forward_graphs = []
+    recorder = aot_autograd(fw_compiler=lambda gm, _: forward_graphs.append(gm) or gm)
     torch.compile(step, backend=recorder, fullgraph=True)(
         torch.full((1,), 8.0), torch.zeros(1, dtype=torch.int32), torch.ones(1, dtype=torch.int32), torch.zeros(1))
-    code = recorder.fw_graphs[0].code
+    code = forward_graphs[0].code
     assert "autocastgen.update_scale.default" in code and "autocastgen.update_scale_hysteresis.default" in code
     assert "update_scale_." not in code and "update_scale_hysteresis_." not in code
 

@@ -25,13 +25,16 @@ with another dtype, disabled, or with other insight switches is not reused: Dyna
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from . import _runtime
 from ._runtime import load_runtime
 
 _local = threading.local()
@@ -252,13 +255,29 @@ def _define_ops() -> torch.library.Library:
     return library
 
 
+@functools.lru_cache(maxsize=None)
+def _code_key() -> str:
+    """This autocastgen's code, for the compile cache keys: the package's Python files (they trace
+    the fp8 route's decompositions into graphs) and the runtime library, by name, size and time of
+    change. PyTorch's on-disk caches outlive an upgrade or a rebuild; a graph another version of
+    autocastgen traced must not be served from them."""
+    files = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    if _runtime._loaded_from and Path(_runtime._loaded_from).is_file():
+        files.append(Path(_runtime._loaded_from))
+    digest = hashlib.sha256()
+    for path in files:
+        status = path.stat()
+        digest.update(f"{path.name}:{status.st_size}:{status.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
 def _key_the_compile_caches() -> None:
     """Note [the state in compile cache keys]: Dynamo's guards keep a graph of one state from
     running in another, but PyTorch's compile caches look graphs up by a key of their own:
     AOTAutograd's by Dynamo's graph and PyTorch's autocast state, which a graph compiled around an
     own scope (or with statistics on) shares with one compiled without. Inductor puts the uuid() of
     its custom graph passes into both caches' keys, so a pass that changes nothing adds the calling
-    thread's trace key to them. Installed by the first traced read (Dynamo's, before AOTAutograd
+    thread's trace key (and the code's, _code_key) to them. Installed by the first traced read (Dynamo's, before AOTAutograd
     computes its key), not at import: torch._inductor takes a second to import."""
     global _cache_key_installed
     if _cache_key_installed:
@@ -287,7 +306,7 @@ def _key_the_compile_caches() -> None:
             keys = [earlier_pass.uuid() if hasattr(earlier_pass, "uuid") else None for earlier_pass in earlier]
             if any(key is None for key in keys):
                 return None  # an earlier pass without a key: Inductor then does not cache, as without us
-            return "autocastgen:" + trace_key() + "".join(f";{key}" for key in keys)
+            return f"autocastgen:{_code_key()}:" + trace_key() + "".join(f";{key}" for key in keys)
 
     inductor_config.post_grad_custom_post_pass = StateInCacheKey()
 

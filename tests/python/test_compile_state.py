@@ -197,7 +197,8 @@ def test_inductor_and_its_caches_do_not_reuse_a_graph_of_another_state() -> None
                     "keys (torch._inductor.custom_graph_pass): autocastgen installs none")
 def test_a_custom_post_pass_installed_before_ours_still_runs_and_keys_the_caches() -> None:
     # Our cache-key pass wraps the one a user (or a library) installed first, as a single pass:
-    # PyTorch 2.11 calls the setting itself, so a list there failed every Inductor compile.
+    # PyTorch 2.11 calls the setting itself, so a list there failed every Inductor compile. The key
+    # holds the code's identity too: another build of autocastgen is another key.
     from torch._inductor import config as inductor_config
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
@@ -227,9 +228,19 @@ def test_a_custom_post_pass_installed_before_ours_still_runs_and_keys_the_caches
             if key_part is None:
                 assert installed.uuid() is None  # a pass without a key: Inductor does not cache
             else:
-                assert installed.uuid() == "autocastgen:" + _traced.trace_key() + key_part
+                assert installed.uuid() == f"autocastgen:{_traced._code_key()}:" + _traced.trace_key() + key_part
     finally:
         inductor_config.post_grad_custom_post_pass, _traced._cache_key_installed = saved
+    code_key = _traced._code_key()
+    _traced._code_key.cache_clear()
+    try:
+        package_file = Path(_traced.__file__)
+        status = package_file.stat()
+        os.utime(package_file, ns=(status.st_atime_ns, status.st_mtime_ns + 1))
+        assert _traced._code_key() != code_key
+    finally:
+        os.utime(package_file, ns=(status.st_atime_ns, status.st_mtime_ns))
+        _traced._code_key.cache_clear()
 
 
 @scopes_inside

@@ -99,6 +99,11 @@ class Checker {
     if (!ok) failures_.add(who_ + ": " + what);
     return ok;
   }
+  // The same with the message joined only on a failure (the hot loops check thousands of times).
+  bool check(bool ok, const char* where, const char* what) {
+    if (!ok) failures_.add(who_ + ": " + where + ": " + what);
+    return ok;
+  }
   // The thread's whole state for CPU is exactly this.
   void state_is(bool enabled, c10::ScalarType dtype, uint32_t nesting, bool cache, const char* where) {
     std::ostringstream got;
@@ -203,10 +208,10 @@ void churn_local_weights(Checker& c, c10::ScalarType dtype, bool cache, int tag,
     at::Tensor local = at::full({k % 3 == 0 ? 4 : 17}, value).set_requires_grad(true);
     at::Tensor cast = cached_cast(dtype, local, kCPU);
     if (!c.cast_is(cast, local.detach().to(dtype), dtype, where)) return;
-    if (cache) c.check(cached_cast(dtype, local, kCPU).is_same(cast), std::string(where) + ": local weight not cached");
+    if (cache) c.check(cached_cast(dtype, local, kCPU).is_same(cast), where, "local weight not cached");
   }
   // Dead entries may linger until swept, but never more than one per local weight.
-  c.check(cast_cache_size(kCPU) <= before + 24, std::string(where) + ": cache grew past the weights made");
+  c.check(cast_cache_size(kCPU) <= before + 24, where, "cache grew past the weights made");
 }
 
 // A sub-thread started with with_autocast_state: sees exactly the captured state, casts through

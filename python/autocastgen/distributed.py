@@ -46,28 +46,38 @@ def _local(t: Any) -> Any:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-def _unscale_handler(op_call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    import torch.distributed as dist
+def _sharded_groups(tensors: Any) -> list[Any]:
+    """The process groups of the mesh dimensions on which some of ``tensors`` (DTensors; others are
+    skipped) is not Replicate, each once, in the tensors' order: the same on every rank."""
     from torch.distributed.tensor import DTensor, Replicate
 
-    bound = dict(zip(("self", "found_inf", "inv_scale"), args))
-    bound.update(kwargs)
-    grads, found_inf, inv_scale = bound["self"], bound["found_inf"], bound["inv_scale"]
-    with torch.no_grad():  # to_local() of a DTensor is then the local tensor itself
-        op_call([_local(g) for g in grads], _local(found_inf), _local(inv_scale))
-        groups: list[Any] = []
-        for g in grads:
-            if not isinstance(g, DTensor):
+    groups: list[Any] = []
+    for t in tensors:
+        if not isinstance(t, DTensor):
+            continue
+        for dim, placement in enumerate(t.placements):
+            if isinstance(placement, Replicate):
                 continue
-            for dim, placement in enumerate(g.placements):
-                if isinstance(placement, Replicate):
-                    continue
-                group = g.device_mesh.get_group(dim)
-                if not any(group is seen for seen in groups):
-                    groups.append(group)
-        target = _local(found_inf)
-        for group in groups:  # the same order on every rank: the gradients' order
-            dist.all_reduce(target, op=dist.ReduceOp.MAX, group=group)
+            group = t.device_mesh.get_group(dim)
+            if not any(group is seen for seen in groups):
+                groups.append(group)
+    return groups
+
+
+def _max_over(target: Any, groups: list[Any]) -> None:
+    """All-reduces ``target`` (a local tensor) with MAX over each of ``groups`` in turn."""
+    import torch.distributed as dist
+
+    for group in groups:
+        dist.all_reduce(target, op=dist.ReduceOp.MAX, group=group)
+
+
+def _unscale_handler(op_call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    bound = _bind(op_call, args, kwargs)
+    grads, found_inf = bound["self"], bound["found_inf"]
+    with torch.no_grad():  # to_local() of a DTensor is then the local tensor itself
+        op_call([_local(g) for g in grads], _local(found_inf), _local(bound["inv_scale"]))
+        _max_over(_local(found_inf), _sharded_groups(grads))
 
 
 # Note [fp8 ops under DTensor]
@@ -150,7 +160,7 @@ def _layout_reason(a: Any, b: Any, add: Any, linear: bool, scaling: str) -> str:
         return f"the local shards' row count M ({m}) is not a multiple of 16 and the right operand needs a gradient"
     if scaling == "delayed":
         for t in (a, b):
-            if t.is_leaf and t.requires_grad and not all(isinstance(p, Replicate) for p in t.placements):
+            if t.is_leaf and t.requires_grad and not _replicated(t):
                 return "delayed scaling of a sharded weight (its amax history would have to be the mesh's)"
     return ""
 
@@ -190,15 +200,10 @@ def _wrap(x: Any, data: Any, inv: Any) -> tuple[Any, Any]:
 
 def _quantize_sharded(x: Any, dtype: Any, margin: int, fused: bool) -> tuple[Any, Any]:
     """Current scaling of a DTensor with the whole tensor's amax (Note [fp8 ops under DTensor])."""
-    import torch.distributed as dist
-    from torch.distributed.tensor import Replicate
-
     ops = torch.ops.autocastgen
     local = _local(x)
     amax = ops.fp8_amax(local, fused)
-    for dim, placement in enumerate(x.placements):
-        if not isinstance(placement, Replicate):  # a Shard: Partials were made Replicate
-            dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=x.device_mesh.get_group(dim))
+    _max_over(amax, _sharded_groups([x]))  # its Shard dimensions: Partials were made Replicate
     scale, inv = ops.fp8_scale_from_amax(amax, dtype, margin, fused)
     data, _ = ops.fp8_scale_cast(local, scale, dtype, fused)
     return _wrap(x, data, inv)

@@ -2,7 +2,6 @@
 #include <array>
 #include <atomic>
 #include <exception>
-#include <initializer_list>
 #include <mutex>
 #include <set>
 #include <string>
@@ -121,7 +120,7 @@ bool will_need_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() &&
 // in the lower-precision dtype, counts it so and says it once
 // (policy_glue.cpp). The cost: one 4-byte all-reduce per sharded operand per quantisation
 // (docs/distributed.md measures it); under tracing nothing changes (Note [fp8 under tracing]).
-bool any_eager_subclass(std::initializer_list<const at::Tensor*> operands) {
+bool any_eager_subclass(const std::vector<const at::Tensor*>& operands) {
   for (const at::Tensor* t : operands) {
     if (detail::eager_subclass(*t)) return true;
   }
@@ -349,8 +348,7 @@ Support fp8_linear_support(const at::Tensor& input, const at::Tensor& weight, co
   const std::int64_t k = weight.size(1);
   const std::int64_t m = k == 0 ? 0 : input.numel() / k;
   if (const Support s = check_shape(m, k, weight.size(0), will_need_grad(weight)); !s) return s;
-  const at::Tensor no_bias;
-  if (any_eager_subclass({&input, &weight, bias ? &*bias : &no_bias})) {
+  if (any_eager_subclass(operands)) {
     return subclass_layout(input, weight, operands.size() == 3 ? bias : std::optional<at::Tensor>(), true, scaling);
   }
   return yes();

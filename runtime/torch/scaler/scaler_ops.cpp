@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <tuple>
 
 #include "autocastgen/kernels/scaler_cpu.h"
@@ -131,52 +132,58 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> update_scale_hysteresis_functiona
 
 namespace functional = at::functionalization::impl;
 
-// The mutated arguments under functionalisation: all functional (the traced program's tensors), or
-// none (the op then runs as in eager mode). A plain tensor mutated with traced inputs cannot be.
-bool mutated_are_functional(const char* op, std::initializer_list<const at::Tensor*> mutated,
-                            const at::Tensor& found_inf) {
+// One Functionalize kernel's work for both ops. The mutated arguments must be all functional (the
+// traced program's tensors) or none: with none, `eager()` runs the op as in eager mode; otherwise
+// `twin(unwrapped mutated..., unwrapped found_inf)` runs below functionalisation and its results,
+// the mutated arguments' new values in order, are written back into their wrappers.
+template <std::size_t N, class Eager, class Twin>
+at::Tensor& functionalised(const char* op, const std::array<at::Tensor*, N>& mutated, const at::Tensor& found_inf,
+                           Eager&& eager, Twin&& twin) {
   std::size_t functional_count = 0;
   for (const at::Tensor* t : mutated) functional_count += functional::isFunctionalTensor(*t) ? 1 : 0;
-  TORCH_CHECK(functional_count == 0 || functional_count == mutated.size(), op,
+  TORCH_CHECK(functional_count == 0 || functional_count == N, op,
               " under torch.compile: the scale and its trackers must all be tensors of the traced program, or none");
   TORCH_CHECK(functional_count > 0 || !functional::isFunctionalTensor(found_inf), op,
               " under torch.compile: found_inf is a tensor of the traced program but the scale is not");
-  return functional_count > 0;
-}
-
-at::Tensor unwrapped(const at::Tensor& t) {
-  if (!functional::isFunctionalTensor(t)) return t;
-  functional::sync(t);
-  return functional::from_functional_tensor(t);
-}
-
-void write_back(const at::Tensor& wrapper, const at::Tensor& value) {
-  functional::replace_(wrapper, value);
-  functional::commit_update(wrapper);
-  functional::sync(wrapper);
+  if (functional_count == 0) {
+    at::AutoDispatchSkipFunctionalize skip;
+    return eager();
+  }
+  const auto unwrapped = [](const at::Tensor& t) {
+    if (!functional::isFunctionalTensor(t)) return t;
+    functional::sync(t);
+    return functional::from_functional_tensor(t);
+  };
+  std::array<at::Tensor, N> values;
+  for (std::size_t i = 0; i < N; ++i) values[i] = unwrapped(*mutated[i]);
+  const at::Tensor found = unwrapped(found_inf);
+  const std::array<at::Tensor, N> results = [&] {
+    at::AutoDispatchSkipFunctionalize skip;
+    const auto tuple = std::apply([&](const auto&... value) { return twin(value..., found); }, values);
+    return std::apply([](const auto&... result) { return std::array<at::Tensor, N>{result...}; }, tuple);
+  }();
+  for (std::size_t i = 0; i < N; ++i) {
+    functional::replace_(*mutated[i], results[i]);
+    functional::commit_update(*mutated[i]);
+    functional::sync(*mutated[i]);
+  }
+  return *mutated[0];
 }
 
 at::Tensor& update_scale_functionalize(at::Tensor& self, at::Tensor& growth_tracker, const at::Tensor& found_inf,
                                        double growth_factor, double backoff_factor, int64_t growth_interval) {
-  if (!mutated_are_functional("autocastgen::update_scale_", {&self, &growth_tracker}, found_inf)) {
-    at::AutoDispatchSkipFunctionalize skip;
-    return ops::update_scale_(self, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
-  }
   static const auto twin = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("autocastgen::update_scale", "")
                                .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                          const at::Tensor&, double, double, int64_t)>();
-  const at::Tensor scale = unwrapped(self);
-  const at::Tensor tracker = unwrapped(growth_tracker);
-  const at::Tensor found = unwrapped(found_inf);
-  std::tuple<at::Tensor, at::Tensor> out;
-  {
-    at::AutoDispatchSkipFunctionalize skip;
-    out = twin.call(scale, tracker, found, growth_factor, backoff_factor, growth_interval);
-  }
-  write_back(self, std::get<0>(out));
-  write_back(growth_tracker, std::get<1>(out));
-  return self;
+  return functionalised<2>(
+      "autocastgen::update_scale_", {&self, &growth_tracker}, found_inf,
+      [&]() -> at::Tensor& {
+        return ops::update_scale_(self, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval);
+      },
+      [&](const at::Tensor& scale, const at::Tensor& tracker, const at::Tensor& found) {
+        return twin.call(scale, tracker, found, growth_factor, backoff_factor, growth_interval);
+      });
 }
 
 at::Tensor& update_scale_hysteresis_functionalize(at::Tensor& self, at::Tensor& growth_tracker,
@@ -184,32 +191,23 @@ at::Tensor& update_scale_hysteresis_functionalize(at::Tensor& self, at::Tensor& 
                                                   double growth_factor, double backoff_factor, int64_t growth_interval,
                                                   int64_t hysteresis, double min_scale,
                                                   std::optional<double> max_scale) {
-  if (!mutated_are_functional("autocastgen::update_scale_hysteresis_", {&self, &growth_tracker, &hysteresis_tracker},
-                              found_inf)) {
-    at::AutoDispatchSkipFunctionalize skip;
-    return ops::update_scale_hysteresis_(self, growth_tracker, hysteresis_tracker, found_inf, growth_factor,
-                                         backoff_factor, growth_interval, hysteresis, min_scale, max_scale);
-  }
   static const auto twin =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("autocastgen::update_scale_hysteresis", "")
           .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
                                                                 const at::Tensor&, double, double, int64_t, int64_t,
                                                                 double, std::optional<double>)>();
-  const at::Tensor scale = unwrapped(self);
-  const at::Tensor tracker = unwrapped(growth_tracker);
-  const at::Tensor hysteresis_left = unwrapped(hysteresis_tracker);
-  const at::Tensor found = unwrapped(found_inf);
-  std::tuple<at::Tensor, at::Tensor, at::Tensor> out;
-  {
-    at::AutoDispatchSkipFunctionalize skip;
-    out = twin.call(scale, tracker, hysteresis_left, found, growth_factor, backoff_factor, growth_interval, hysteresis,
-                    min_scale, max_scale);
-  }
-  write_back(self, std::get<0>(out));
-  write_back(growth_tracker, std::get<1>(out));
-  write_back(hysteresis_tracker, std::get<2>(out));
-  return self;
+  return functionalised<3>(
+      "autocastgen::update_scale_hysteresis_", {&self, &growth_tracker, &hysteresis_tracker}, found_inf,
+      [&]() -> at::Tensor& {
+        return ops::update_scale_hysteresis_(self, growth_tracker, hysteresis_tracker, found_inf, growth_factor,
+                                             backoff_factor, growth_interval, hysteresis, min_scale, max_scale);
+      },
+      [&](const at::Tensor& scale, const at::Tensor& tracker, const at::Tensor& hysteresis_left,
+          const at::Tensor& found) {
+        return twin.call(scale, tracker, hysteresis_left, found, growth_factor, backoff_factor, growth_interval,
+                         hysteresis, min_scale, max_scale);
+      });
 }
 
 }  // namespace

@@ -46,7 +46,11 @@ def make_venv(root: Path) -> dict[str, Path]:
     python = env_dir / "bin" / "python"
     # The build backend from PyPI (or pip's cache), as pinned; torch is the machine's (no isolation).
     run([python, "-m", "pip", "install", "-q", backend_requirement()], cwd=root)
-    install = run([python, "-m", "pip", "install", "-v", "--no-build-isolation", REPO], cwd=root, timeout=3600)
+    # The compilers and warning flags of the build that runs the test (tests/pip/CMakeLists.txt), so
+    # that ccache shares objects with it.
+    build_env = clean_env(CMAKE_ARGS=os.environ.get("AUTOCASTGEN_PIP_CMAKE_ARGS", ""))
+    install = run([python, "-m", "pip", "install", "-v", "--no-build-isolation", REPO], cwd=root, timeout=3600,
+                  env=build_env)
     (root / "pip-install.log").write_text(install.stdout + install.stderr)
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=root).stdout.strip()
     work = root / "outside"  # every command of the tests runs here, outside the clone

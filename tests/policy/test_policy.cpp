@@ -1,6 +1,7 @@
 // Policy loading and resolution: semantics of each rule, and a table of one-line error cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -20,8 +21,10 @@ namespace fs = std::filesystem;
 class PolicyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("autocastgen_policy_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterised test is named "Name/N": one folder level, so that TearDown removes it all.
+    std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(test.begin(), test.end(), '/', '_');
+    dir_ = fs::temp_directory_path() / ("autocastgen_policy_" + std::to_string(::getpid()) + "_" + test);
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::vector<uint32_t> files;

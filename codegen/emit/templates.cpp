@@ -1,8 +1,10 @@
 // Strict mustache rendering on kainjow: unknown names are collected and reported with locations.
 #include "emit/templates.h"
 
-#include <regex>
+#include <optional>
 #include <set>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -45,9 +47,62 @@ class StrictContext : public mustache::context<std::string> {
 // are removed afterwards. The marker keeps kainjow's own rule from firing.
 constexpr char kStandaloneMarker = '\x01';
 
-std::string mark_standalone_lines(const std::string& text) {
-  static const std::regex standalone(R"(^[ \t]*(\{\{[#^/!>][^}]*\}\})[ \t]*\n)", std::regex::multiline);
-  return std::regex_replace(text, standalone, std::string("$1") + kStandaloneMarker + "\n");
+// The length of the standalone tag line at `at` (spaces or tabs, a tag opening with one of
+// {{# {{^ {{/ {{! {{> and running to the first }, spaces or tabs, a newline), with its tag in
+// `tag`; 0 when the line is not one. The tag may span lines.
+size_t standalone_line(std::string_view text, size_t at, std::string_view& tag) {
+  const size_t open = text.find_first_not_of(" \t", at);
+  if (open == std::string_view::npos || text.substr(open, 2) != "{{" || open + 2 >= text.size() ||
+      std::string_view("#^/!>").find(text[open + 2]) == std::string_view::npos)
+    return 0;
+  const size_t close = text.find('}', open + 3);
+  if (close == std::string_view::npos || text.substr(close, 2) != "}}") return 0;
+  const size_t newline = text.find_first_not_of(" \t", close + 2);
+  if (newline == std::string_view::npos || text[newline] != '\n') return 0;
+  tag = text.substr(open, close + 2 - open);
+  return newline + 1 - at;
+}
+
+std::string mark_standalone_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t at = 0;
+  while (at < text.size()) {
+    std::string_view tag;
+    if (const size_t length = standalone_line(text, at, tag)) {
+      (out += tag) += kStandaloneMarker;
+      out += '\n';
+      at += length;
+      continue;
+    }
+    const size_t newline = text.find('\n', at);
+    const size_t end = newline == std::string_view::npos ? text.size() : newline + 1;
+    out += text.substr(at, end - at);
+    at = end;
+  }
+  return out;
+}
+
+// The offset and length of the first tag in `text` that names `name`: {{name}}, {{#name}},
+// {{^name}}, {{&name}}, {{{name}}}, or for a partial {{>name}}; whitespace may surround the name.
+std::optional<std::pair<size_t, size_t>> find_tag(std::string_view text, std::string_view name, bool partial) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  for (size_t open = text.find("{{"); open != std::string_view::npos; open = text.find("{{", open + 1)) {
+    size_t at = open + 2;
+    if (partial) {
+      if (at >= text.size() || text[at] != '>') continue;
+      ++at;
+    } else if (at < text.size() && std::string_view("#^&{").find(text[at]) != std::string_view::npos) {
+      ++at;
+    }
+    at = text.find_first_not_of(kSpace, at);
+    if (at == std::string_view::npos || text.substr(at, name.size()) != name) continue;
+    at = text.find_first_not_of(kSpace, at + name.size());
+    if (at == std::string_view::npos) continue;
+    if (!partial && text.substr(at, 3) == "}}}") return std::pair(open, at + 3 - open);
+    if (text.substr(at, 2) == "}}") return std::pair(open, at + 2 - open);
+  }
+  return std::nullopt;
 }
 
 std::string remove_standalone_lines(const std::string& rendered) {
@@ -149,16 +204,12 @@ std::optional<std::string> TemplateSet::render(const std::string& name, const Te
 
   // Point at the first use of each missing name in any template of the set.
   auto report = [&](const std::string& missing, bool partial) {
-    const std::regex tag(partial ? "\\{\\{>\\s*" + missing + "\\s*\\}\\}"
-                                 : "\\{\\{[#^&{]?\\s*" + std::regex_replace(missing, std::regex("\\."), "\\.") + "\\s*\\}?\\}\\}");
     for (const auto& [n, file] : files_) {
-      const std::string text(sources_->text(file));
-      std::smatch match;
-      if (std::regex_search(text, match, tag)) {
-        diags.error({file, static_cast<uint32_t>(match.position(0))},
+      if (const auto tag = find_tag(sources_->text(file), missing, partial)) {
+        diags.error({file, static_cast<uint32_t>(tag->first)},
                     fmt::format("template {} '{}' is not provided by the {} emitter", partial ? "partial" : "variable",
                                 missing, name),
-                    static_cast<uint32_t>(match.length(0)));
+                    static_cast<uint32_t>(tag->second));
         return;
       }
     }

@@ -184,11 +184,11 @@ std::optional<std::string> TemplateSet::render(const std::string& name, const Te
   // Partials are the other templates of the set.
   std::map<std::string, mustache::data> partials;
   for (const auto& [partial_name, file] : files_) {
-    const std::string text(sources_->text(file));
     if (partial_name != name)
-      partials.emplace(partial_name, mustache::partial([stripped = mark_standalone_lines(text)] { return stripped; }));
+      partials.emplace(partial_name,
+                       mustache::partial([stripped = mark_standalone_lines(sources_->text(file))] { return stripped; }));
   }
-  mustache::mustache tmpl{mark_standalone_lines(std::string(sources_->text(it->second)))};
+  mustache::mustache tmpl{mark_standalone_lines(sources_->text(it->second))};
   if (!tmpl.is_valid()) {
     diags.error({it->second, 0}, fmt::format("invalid template: {}", tmpl.error_message()));
     return std::nullopt;

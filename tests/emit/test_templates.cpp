@@ -83,6 +83,22 @@ TEST_F(TemplateTest, MissingSectionAndPartialAreErrors) {
       << diagnostics();
 }
 
+// The location is the first tag naming exactly the missing name: a '.' in it is a dot, and a
+// triple mustache is underlined whole.
+TEST_F(TemplateTest, MissingNamesPointAtTheirOwnTags) {
+  write("main.mustache", "{{> partyx}}\n{{> part.x}}\n{{{ raw }}}\n");
+  EXPECT_EQ(render("main", TemplateData()), std::nullopt);
+  EXPECT_NE(diagnostics().find("main.mustache:1:1: error: template partial 'partyx' is not provided"), std::string::npos)
+      << diagnostics();
+  EXPECT_NE(diagnostics().find("main.mustache:2:1: error: template partial 'part.x' is not provided"), std::string::npos)
+      << diagnostics();
+  EXPECT_NE(diagnostics().find("main.mustache:3:1: error: template variable 'raw' is not provided by the main emitter\n"
+                               "{{{ raw }}}\n"
+                               "^~~~~~~~~~~\n"),
+            std::string::npos)
+      << diagnostics();
+}
+
 TEST_F(TemplateTest, SyntaxErrorsAndMissingTemplates) {
   write("main.mustache", "{{#open}}never closed\n");
   TemplateData data;

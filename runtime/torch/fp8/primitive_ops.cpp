@@ -53,7 +53,6 @@ Recipe weight_recipe(c10::ScalarType dtype, c10::string_view scaling, std::int64
   return r;
 }
 
-at::Tensor scalar_like(const at::Tensor& x) { return at::empty({}, x.options().dtype(at::kFloat)); }
 at::Tensor fp8_like(const at::Tensor& x, c10::ScalarType dtype) {
   (void)format_of(dtype);  // throws for a dtype other than the two fp8 formats
   return at::empty_symint(x.sym_sizes(), x.options().dtype(dtype));
@@ -148,7 +147,7 @@ Pair scale_from_amax_meta(const at::Tensor& amax, c10::ScalarType dtype, std::in
 // PyTorch's "autograd not implemented" fallback.
 }  // namespace
 
-void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, ::torch::jit::Stack* stack) {
   const at::AutoDispatchBelowADInplaceOrView guard;
   op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
 }

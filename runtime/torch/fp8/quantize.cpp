@@ -13,6 +13,7 @@
 #include "autocastgen/kernels/fp8_cpu.h"
 #include "autocastgen/kernels/fp8_scale.h"
 #include "../kernel_dtype.h"
+#include "../device_types.h"
 
 namespace autocastgen::fp8::detail {
 
@@ -130,7 +131,6 @@ class AtenPrimitives final : public Primitives {
   }
 };
 
-constexpr auto kDeviceTypes = static_cast<std::size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
 std::array<const Primitives*, kDeviceTypes>& fused_registry() {
   static std::array<const Primitives*, kDeviceTypes> registry = [] {
@@ -141,8 +141,6 @@ std::array<const Primitives*, kDeviceTypes>& fused_registry() {
   }();
   return registry;
 }
-
-at::Tensor scalar_like(const at::Tensor& x) { return at::empty({}, x.options().dtype(at::kFloat)); }
 
 }  // namespace
 

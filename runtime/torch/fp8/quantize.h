@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 
@@ -68,6 +69,9 @@ class Primitives {
 void register_fused_primitives(c10::DeviceType device, const Primitives* primitives);
 
 [[nodiscard]] kernels::fp8::Fp8Format format_of(c10::ScalarType fp8);
+
+// A 0-dim float32 tensor on x's device, uninitialised: where a scale or amax is written.
+[[nodiscard]] inline at::Tensor scalar_like(const at::Tensor& x) { return at::empty({}, x.options().dtype(at::kFloat)); }
 
 // Current scaling: an amax pass, the scale, a cast pass.
 [[nodiscard]] Quantized quantize_current(const Primitives& p, const at::Tensor& x, c10::ScalarType fp8,

@@ -26,6 +26,7 @@
 #include <c10/util/flat_hash_map.h>
 
 #include "autocastgen/fp8/fp8.h"
+#include "../device_types.h"
 
 namespace autocastgen::fp8 {
 namespace detail {
@@ -97,7 +98,6 @@ class DeviceCache {
   CacheStats stats_;
 };
 
-constexpr auto kDeviceTypes = static_cast<std::size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
 DeviceCache& thread_cache(c10::DeviceType device) {
   thread_local std::array<DeviceCache, kDeviceTypes> caches;

@@ -55,7 +55,7 @@ GradScaler::GradScaler(GradScalerOptions options)
       enabled_(options_.enabled()),
       init_scale_(options_.init_scale()),
       init_hysteresis_left_(options_.hysteresis()) {
-  if (enabled_ && options_.device() == c10::DeviceType::CUDA && !torch::cuda::is_available()) {
+  if (enabled_ && options_.device() == c10::DeviceType::CUDA && !::torch::cuda::is_available()) {
     TORCH_WARN("autocastgen::GradScaler is enabled for CUDA, but CUDA is not available; disabling it.");
     enabled_ = false;
   }
@@ -106,7 +106,7 @@ std::vector<at::Tensor> GradScaler::scale(at::TensorList outputs) {
   return result;
 }
 
-void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
+void GradScaler::unscale_(::torch::optim::Optimizer& optimizer) {
   if (!enabled_) return;
   check_initialized("unscale_");
   OptimizerState& state = per_optimizer_[&optimizer];
@@ -168,7 +168,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   state.stage = Stage::Unscaled;
 }
 
-std::optional<at::Tensor> GradScaler::step(torch::optim::Optimizer& optimizer) {
+std::optional<at::Tensor> GradScaler::step(::torch::optim::Optimizer& optimizer) {
   if (!enabled_) return optimizer.step();
   check_initialized("step");
   OptimizerState& state = per_optimizer_[&optimizer];  // std::map: references stay valid
@@ -242,7 +242,7 @@ int64_t GradScaler::get_hysteresis_left() const {
   return hysteresis_left_.defined() ? hysteresis_left_.item<int64_t>() : init_hysteresis_left_;
 }
 
-std::vector<at::Tensor> GradScaler::found_inf_per_device(const torch::optim::Optimizer& optimizer) const {
+std::vector<at::Tensor> GradScaler::found_inf_per_device(const ::torch::optim::Optimizer& optimizer) const {
   const auto it = per_optimizer_.find(&optimizer);
   return it == per_optimizer_.end() ? std::vector<at::Tensor>{} : it->second.found_inf_per_device;
 }

@@ -30,6 +30,7 @@
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
+#include "../device_types.h"
 
 namespace autocastgen {
 namespace {
@@ -104,7 +105,6 @@ class DeviceCache {
   size_t sweep_at_ = kMinSweep;
 };
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
 DeviceCache& thread_cache(c10::DeviceType device) {
   thread_local std::array<DeviceCache, kDeviceTypes> caches;

@@ -17,11 +17,11 @@
 #include <c10/util/StringUtil.h>
 
 #include "autocastgen/runtime/stats.h"
+#include "../device_types.h"
 
 namespace autocastgen::modules {
 namespace {
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 
 struct PatternEntry {
   std::string pattern;

@@ -14,6 +14,7 @@
 
 #include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
+#include "../device_types.h"
 
 namespace autocastgen {
 namespace {
@@ -69,12 +70,12 @@ c10::DeviceType device_type(const std::string& device) {
 // opaque (autocastgen.AutocastState).
 constexpr int64_t kFormat = 1;
 constexpr int64_t kFieldsPerDevice = 4;
-constexpr auto kDeviceTypes = static_cast<int64_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
+constexpr auto kEncodedDevices = static_cast<int64_t>(kDeviceTypes);  // int64, as the list holds it
 
 std::vector<int64_t> encode(const AutocastState& state) {
-  std::vector<int64_t> out{kFormat, kDeviceTypes};
-  out.reserve(static_cast<size_t>(2 + kDeviceTypes * kFieldsPerDevice));
-  for (int64_t i = 0; i < kDeviceTypes; ++i) {
+  std::vector<int64_t> out{kFormat, kEncodedDevices};
+  out.reserve(static_cast<size_t>(2 + kEncodedDevices * kFieldsPerDevice));
+  for (int64_t i = 0; i < kEncodedDevices; ++i) {
     const DeviceAutocastState& device = state.device(static_cast<c10::DeviceType>(i));
     out.push_back(device.enabled ? 1 : 0);
     out.push_back(static_cast<int64_t>(device.dtype));
@@ -85,12 +86,12 @@ std::vector<int64_t> encode(const AutocastState& state) {
 }
 
 AutocastState decode(c10::ArrayRef<int64_t> encoded) {
-  TORCH_CHECK(encoded.size() == static_cast<size_t>(2 + kDeviceTypes * kFieldsPerDevice) && encoded[0] == kFormat &&
-                  encoded[1] == kDeviceTypes,
+  TORCH_CHECK(encoded.size() == static_cast<size_t>(2 + kEncodedDevices * kFieldsPerDevice) && encoded[0] == kFormat &&
+                  encoded[1] == kEncodedDevices,
               "autocastgen: not an autocast state captured by this build (", encoded.size(),
               " values); pass what capture_autocast_state returned");
   AutocastState state;
-  for (int64_t i = 0; i < kDeviceTypes; ++i) {
+  for (int64_t i = 0; i < kEncodedDevices; ++i) {
     const int64_t* fields = encoded.data() + 2 + i * kFieldsPerDevice;
     const auto dtype = static_cast<c10::ScalarType>(fields[1]);
     TORCH_CHECK(fields[1] >= 0 && fields[2] >= 0 && fields[2] <= UINT32_MAX &&

@@ -12,11 +12,11 @@
 #include "autocastgen/runtime/cast_cache.h"
 #include "policy/policy.h"
 #include "state_internal.h"
+#include "../device_types.h"
 
 namespace autocastgen {
 namespace {
 
-constexpr size_t kDeviceTypes = static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES);
 static_assert(kDeviceTypes <= 64, "AutocastStateGuard keeps one bit per device type");
 
 // The device types that have an autocast dispatch key: the ones PyTorch's at::autocast knows.

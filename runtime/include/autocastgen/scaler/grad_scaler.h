@@ -61,11 +61,11 @@ class GradScaler {
   // Divides the optimizer's gradients by the scale in place and records whether any is inf/NaN.
   // At most once per optimizer between update()s, and not after step(). Float16 gradients are
   // refused (c10::ValueError): unscaling them is unsafe, keep fp32 master parameters.
-  void unscale_(torch::optim::Optimizer& optimizer);
+  void unscale_(::torch::optim::Optimizer& optimizer);
 
   // Unscales (unless unscale_() was called) and runs optimizer.step() unless an inf/NaN was found.
   // Returns what optimizer.step() returned, or nullopt when the step was skipped.
-  std::optional<at::Tensor> step(torch::optim::Optimizer& optimizer);
+  std::optional<at::Tensor> step(::torch::optim::Optimizer& optimizer);
 
   // Updates the scale from the inf checks of this iteration (all optimizers), or sets it.
   void update();
@@ -89,7 +89,7 @@ class GradScaler {
 
   // found_inf per device recorded for this optimizer in the current iteration (after the
   // all-reduce when a process group is set); empty before unscale_().
-  std::vector<at::Tensor> found_inf_per_device(const torch::optim::Optimizer& optimizer) const;
+  std::vector<at::Tensor> found_inf_per_device(const ::torch::optim::Optimizer& optimizer) const;
 
   // torch.amp.GradScaler's keys: "scale", "growth_factor", "backoff_factor" (floats),
   // "growth_interval", "_growth_tracker" (ints); plus "hysteresis", "_hysteresis_tracker",
@@ -118,7 +118,7 @@ class GradScaler {
   at::Tensor growth_tracker_;   // int32
   at::Tensor hysteresis_left_;  // int32
   // Keyed by optimizer address, like Python's id(optimizer); cleared by update().
-  std::map<const torch::optim::Optimizer*, OptimizerState> per_optimizer_;
+  std::map<const ::torch::optim::Optimizer*, OptimizerState> per_optimizer_;
 };
 
 }  // namespace autocastgen

@@ -647,6 +647,13 @@ std::optional<Kernel> conditional_kernel(const clang::FunctionDecl* def, clang::
 Kernel body_kernel(const clang::FunctionDecl* f, clang::ASTContext& ctx) {
   Kernel k;
   const clang::FunctionDecl* def = f->getDefinition();
+  if (def && def->hasSkippedBody()) {
+    const clang::SourceManager& sm = ctx.getSourceManager();
+    k.why = fmt::format("'{}' is defined in a system header ({}), whose function bodies the importer does not read; "
+                        "include its folder with -I instead of -isystem",
+                        qualified_name(def), sm.getFilename(sm.getExpansionLoc(def->getLocation())).str());
+    return k;
+  }
   if (!def || !def->getBody()) {
     k.why = fmt::format("the definition of '{}' is not in this translation unit", qualified_name(f));
     return k;
@@ -750,7 +757,17 @@ class Collector : public am::MatchFinder::MatchCallback {
 
 class ImportConsumer : public clang::ASTConsumer {
  public:
-  explicit ImportConsumer(ImportState& state) : state_(state) {}
+  ImportConsumer(ImportState& state, const clang::SourceManager& sources) : state_(state), sources_(sources) {}
+
+  // Note [bodies the importer skips]: of the functions defined in system headers (torch's,
+  // included with -isystem), the importer reads only the at:: functions of ATen/ops/*.h, whose
+  // body names the at::_ops a KERNEL_* helper redispatches to (case 1); Clang skips parsing the
+  // rest (SkipFunctionBodies), which takes a file including ATen/autocast_mode.h from 7.6 to 4.6
+  // s. The files it imports and the user's own headers are read whole.
+  bool shouldSkipFunctionBody(clang::Decl* d) override {
+    const clang::SourceLocation loc = sources_.getExpansionLoc(d->getLocation());
+    return sources_.isInSystemHeader(loc) && !sources_.getFilename(loc).contains("/ATen/ops/");
+  }
 
   void HandleTranslationUnit(clang::ASTContext& ctx) override {
     if (ctx.getDiagnostics().hasErrorOccurred()) return;  // reported; the AST is not trustworthy
@@ -967,13 +984,15 @@ class ImportConsumer : public clang::ASTConsumer {
   }
 
   ImportState& state_;
+  const clang::SourceManager& sources_;
 };
 
 class ImportAction : public clang::ASTFrontendAction {
  public:
   explicit ImportAction(ImportState& state) : state_(state) {}
-  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance&, llvm::StringRef) override {
-    return std::make_unique<ImportConsumer>(state_);
+  std::unique_ptr<clang::ASTConsumer> CreateASTConsumer(clang::CompilerInstance& ci, llvm::StringRef) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer (Note [bodies the importer skips])
+    return std::make_unique<ImportConsumer>(state_, ci.getSourceManager());
   }
 
  private:

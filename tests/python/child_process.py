@@ -39,10 +39,9 @@ class Zygote:
     test's own variables; stopped when this process exits."""
 
     def __init__(self, build: Path):
-        self.base = child_environment(build, None)
         responses, theirs = os.pipe()
         self.process = subprocess.Popen([sys.executable, str(ZYGOTE), str(theirs)], stdin=subprocess.PIPE,
-                                        pass_fds=(theirs,), env=self.base)
+                                        pass_fds=(theirs,), env=child_environment(build, None))
         os.close(theirs)
         self.responses = responses
         self.pending = b""  # read from the pipe, not yet a whole line
@@ -93,16 +92,14 @@ def run_child(build: Path, prelude: str, body: str, env: dict[str, str] | None =
               check: bool = True) -> subprocess.CompletedProcess:
     """Runs `prelude` + `body` (dedented) with <build>/python first on the path; with `check`, a
     non-zero exit fails the test with the child's stderr."""
+    if "PYTHONPATH" in (env or {}):  # sys.path was set when the parent started
+        raise ValueError("run_child: a child's PYTHONPATH is the parent's (<build>/python first)")
     code = prelude + textwrap.dedent(body)
     child_env = child_environment(build, env)
     zygote = _zygotes.get(build)
     if zygote is None or zygote.process.poll() is not None:
         zygote = _zygotes[build] = Zygote(build)
-    if child_env.get("PYTHONPATH") == zygote.base.get("PYTHONPATH"):
-        result = zygote.run(code, child_env)
-    else:  # the path is fixed when the parent starts: a child with another one starts afresh
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env,
-                                timeout=TIMEOUT_S)
+    result = zygote.run(code, child_env)
     if check:
         assert result.returncode == 0, result.stderr
     return result

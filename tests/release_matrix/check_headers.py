@@ -8,8 +8,7 @@ The runtime is one translation unit: every public header (so they also compose: 
 ::torch must not find autocastgen::torch), then every source. The sources are built one by one,
 each with the precompiled torch headers, against the pinned and the rotating release; here what is
 checked is that the API they use exists in this release, and torch's headers are parsed once
-rather than once a file (150 -> 15 CPU s a release). Two compiles, in
-parallel."""
+rather than once a file (150 -> 15 CPU s a release). The two compiles run in parallel."""
 from __future__ import annotations
 
 import argparse

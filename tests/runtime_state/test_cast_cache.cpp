@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
@@ -140,6 +141,65 @@ TEST(CastCache, EachThreadHasItsOwnCache) {
     EXPECT_TRUE(there.equal(here));
   }).join();
   EXPECT_EQ(cast_cache_size(at::kCPU), 1u);
+}
+
+// Note [data stamps]: inside one scope, a weight whose data changed without the usual in-place op
+// is cast again, one test per way; each new cast is the new data's, bit for bit.
+class CastCacheSeesChangedData : public ::testing::Test {
+ protected:
+  const at::Tensor w = weight(16);
+  const AutocastScope scope{at::kCPU};
+  at::Tensor first = cached_cast(at::kBFloat16, w, at::kCPU);
+
+  void expect_recast(const char* way) {
+    const at::Tensor again = cached_cast(at::kBFloat16, w, at::kCPU);
+    EXPECT_FALSE(again.is_same(first)) << way << ": the stale cast was served";
+    EXPECT_TRUE(again.equal(w.detach().to(at::kBFloat16))) << way;
+    EXPECT_TRUE(cached_cast(at::kBFloat16, w, at::kCPU).is_same(again)) << way << ": the new cast is cached";
+  }
+};
+
+TEST_F(CastCacheSeesChangedData, CopyUnderNoGrad) {
+  {
+    const at::NoGradGuard no_grad;
+    w.copy_(at::randn({16, 16}));
+  }
+  expect_recast("copy_ under no_grad");
+}
+
+TEST_F(CastCacheSeesChangedData, DataAssignment) {
+  w.set_data(at::randn({16, 16}));  // `param.data = ...`: another storage, the same version counter
+  expect_recast(".data =");
+}
+
+TEST_F(CastCacheSeesChangedData, DataAssignmentOfAnotherShape) {
+  w.set_data(at::randn({8, 32}));
+  expect_recast(".data = another shape");
+}
+
+TEST_F(CastCacheSeesChangedData, SetToAnotherStorage) {
+  const at::Tensor other = at::randn({16, 16});
+  {
+    const at::NoGradGuard no_grad;
+    w.set_(other);
+  }
+  expect_recast("set_");
+}
+
+TEST_F(CastCacheSeesChangedData, StorageResizedAndRefilledThroughAnAlias) {
+  // FSDP2's free and refill: the storage is resized in place, then written through another tensor
+  // over it, which has a version counter of its own. Here the size differs, which the stamp sees;
+  // a refill of the same size at the same address is seen when the scope ends (Note [data stamps]).
+  const int64_t version = w._version();
+  at::native::resize_bytes_cpu(w.storage().unsafeGetStorageImpl(), 2 * w.storage().nbytes());
+  at::Tensor alias = at::empty({0});
+  {
+    const at::NoGradGuard no_grad;
+    alias.set_(w.storage(), 0, {16, 16}, {16, 1});
+    alias.copy_(at::randn({16, 16}));
+  }
+  EXPECT_EQ(w._version(), version) << "the weight's version counter did not move";
+  expect_recast("storage resized and refilled");
 }
 
 TEST(CastCache, KeysByDtype) {

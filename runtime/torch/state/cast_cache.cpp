@@ -7,7 +7,9 @@
 //
 // Entries hold a weak reference to the source. While an entry exists the source's TensorImpl
 // cannot be freed (a weak reference keeps the object's memory), so its address cannot be reused
-// by a new tensor and a lookup can never return another tensor's cast.
+// by a new tensor and a lookup can never return another tensor's cast. And it serves a cast only
+// while the source still holds the data it was cast from (Note [data stamps] in data_stamp.h): a
+// weight changed inside a scope is cast again, and its stale entry counts as an eviction.
 //
 // The cast itself keeps the source alive, though: its grad_fn leads to the source's
 // AccumulateGrad node, which holds the source. So "dead" means unreachable except through that
@@ -30,6 +32,7 @@
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
+#include "../data_stamp.h"
 #include "../device_types.h"
 
 namespace autocastgen {
@@ -51,16 +54,17 @@ struct CacheKeyHash {
 
 struct CacheEntry {
   WeakImpl source;
+  DataStamp stamp;
   at::Tensor cast;
 };
 
 class DeviceCache {
  public:
   // `evicted` counts the entries dropped (for the statistics' cache_evictions).
-  const at::Tensor* find(const CacheKey& key, uint64_t& evicted) {
+  const at::Tensor* find(const CacheKey& key, const at::Tensor& source, uint64_t& evicted) {
     auto it = entries_.find(key);
     if (it == entries_.end()) return nullptr;
-    if (it->second.source.expired()) {
+    if (it->second.source.expired() || !it->second.stamp.matches(source)) {
       entries_.erase(it);
       ++evicted;
       return nullptr;
@@ -70,7 +74,7 @@ class DeviceCache {
 
   void insert(const CacheKey& key, const at::Tensor& source, at::Tensor cast, uint64_t& evicted) {
     if (entries_.size() >= sweep_at_) evicted += sweep();
-    entries_.insert_or_assign(key, CacheEntry{WeakImpl(source.getIntrusivePtr()), std::move(cast)});
+    entries_.insert_or_assign(key, CacheEntry{WeakImpl(source.getIntrusivePtr()), DataStamp(source), std::move(cast)});
   }
 
   [[nodiscard]] size_t size() const { return entries_.size(); }
@@ -135,7 +139,7 @@ at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::
   if (!is_cacheable(tensor, to, device)) return tensor.to(to);
   DeviceCache& cache = thread_cache(device);
   const CacheKey key{tensor.unsafeGetTensorImpl(), to};
-  if (const at::Tensor* hit = cache.find(key, evicted)) {
+  if (const at::Tensor* hit = cache.find(key, tensor, evicted)) {
     outcome = CastOutcome::hit;
     return *hit;
   }

@@ -77,11 +77,13 @@ def test_graph_compiled_outside_a_scope_is_not_reused_inside() -> None:
         with autocastgen.autocast("cpu"):  # nested, keeps float16
             same(forward(X), LINEAR(X))
     same(forward(X), LINEAR(X))
-    # outside, bfloat16, float16, float16 disabled, float16 nested twice: five graphs
-    assert counter.frame_count == 5
+    # outside, bfloat16, float16, float16 nested twice: four graphs; the disabled scope inside
+    # float16 turns PyTorch's autocast off too (Note [own scopes and PyTorch's state]) and reuses
+    # the graph traced outside, which computes the same
+    assert counter.frame_count == 4
     with autocastgen.autocast("cpu", dtype=torch.bfloat16):
         forward(X)
-    assert counter.frame_count == 5, "a graph of a state seen before is reused"
+    assert counter.frame_count == 4, "a graph of a state seen before is reused"
 
 
 def scoped(x: torch.Tensor):

@@ -20,11 +20,11 @@ TEST(OwnStateLibrary, ClaimsItsKeyAndFollowsAutocastScope) {
   const at::Tensor image = at::randn({1, 1, 5, 5});
   using autocastgen::AutocastScope;
 
-  // Before: the scope includes AutocastCPU, so PyTorch's own kernel handles conv2d, by PyTorch's
-  // state (bfloat16), whatever dtype the scope asked for.
+  // Before: the scope includes AutocastCPU, so PyTorch's own kernel handles conv2d, in the dtype
+  // the scope asked for (Note [own scopes and PyTorch's state]).
   {
     const AutocastScope scope(at::kCPU, at::kHalf);
-    EXPECT_EQ(at::conv2d(image, w).scalar_type(), at::kBFloat16);
+    EXPECT_EQ(at::conv2d(image, w).scalar_type(), at::kHalf);
   }
   // A runtime policy given before the library loads stays in force after it.
   autocastgen::register_runtime_policy("aten::addmm", "fp32", "cpu");

@@ -30,6 +30,45 @@ AutocastState& thread_state() {
   return state;
 }
 
+// Note [own scopes and PyTorch's state]
+// PyTorch's autocast is "on" for a device exactly when the device's autocast dispatch key is
+// included on the thread (torch.is_autocast_enabled reads the key). An enabled scope of ours must
+// include it, or no wrapper would run; but then every kernel under the key runs, PyTorch's own
+// included (every op no loaded policy of ours covers; every op when nothing is loaded), and those
+// read PyTorch's dtype for the device, its cache flag and its cast cache. So that every op follows
+// the scope, whoever's kernel runs:
+//   - an enabled scope sets PyTorch's dtype for the device and its cache flag to the scope's, and
+//     counts itself in PyTorch's nesting, whose outermost end clears PyTorch's cast cache (as
+//     torch.autocast's does);
+//   - a disabled scope excludes the key again when a scope of ours included it (no kernel under it
+//     casts); when torch.autocast included it, the key stays, as that scope still needs it.
+// Each restores what it changed. Which device keys a scope of ours included is this thread's
+// `keys_ours` (one bit per device type).
+uint64_t& keys_ours() {
+  thread_local uint64_t bits = 0;
+  return bits;
+}
+
+uint64_t bit_of(c10::DeviceType device) { return uint64_t{1} << static_cast<size_t>(device); }
+
+// What an enabled scope or an installed state sets in PyTorch's state for `device`: its dtype and
+// cache flag, and one more level of nesting. Returns PyTorch's dtype before; restore_torch undoes
+// the rest (PyTorch's cache flag is one for all devices: the callers keep it). PyTorch's cast
+// cache is keyed on the source tensor alone, so inside an open scope of another dtype it would hand
+// out the outer scope's casts: such a scope runs with PyTorch's cache off.
+c10::ScalarType mirror_onto_torch(c10::DeviceType device, c10::ScalarType dtype, bool cache_enabled) {
+  const c10::ScalarType before = at::autocast::get_autocast_dtype(device);
+  const bool nested = at::autocast::increment_nesting() > 1;
+  at::autocast::set_autocast_dtype(device, dtype);
+  at::autocast::set_autocast_cache_enabled(cache_enabled && !(nested && before != dtype));
+  return before;
+}
+
+void restore_torch(c10::DeviceType device, c10::ScalarType dtype) {
+  at::autocast::set_autocast_dtype(device, dtype);
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+}
+
 // What lives as long as the outermost scope of a device: this thread's cast cache and fp8 weight
 // copies (Note [fp8 weight cache]).
 void drop_scope_caches(c10::DeviceType device) {
@@ -91,43 +130,73 @@ AutocastScope::AutocastScope(c10::DeviceType device, Options options) : device_(
   DeviceAutocastState& state = thread_state().device(device);
   previous_ = state;
   previous_key_excluded_ = c10::impl::tls_is_dispatch_key_excluded(key);
+  previous_keys_ours_ = keys_ours();
   state.enabled = options.enabled;
   // Resolved here, so that the cache's hit path finds a concrete dtype inside every scope.
   if (options.dtype.has_value()) state.dtype = *options.dtype;
   else if (state.dtype == c10::ScalarType::Undefined) state.dtype = default_lower_precision_dtype(device);
   state.cache_enabled = options.cache_enabled;
   ++state.nesting;
-  // A disabled scope leaves the key alone: an enclosing torch.autocast may still need it, and the
-  // wrappers see that autocastgen's state is off.
-  if (options.enabled) c10::impl::tls_set_dispatch_key_excluded(key, false);
+  // Note [own scopes and PyTorch's state]
+  if (options.enabled) {
+    if (previous_key_excluded_) keys_ours() |= bit_of(device);
+    c10::impl::tls_set_dispatch_key_excluded(key, false);
+    previous_torch_cache_enabled_ = at::autocast::is_autocast_cache_enabled();
+    previous_torch_dtype_ = mirror_onto_torch(device, state.dtype, state.cache_enabled);
+  } else if ((keys_ours() & bit_of(device)) != 0) {
+    keys_ours() &= ~bit_of(device);
+    c10::impl::tls_set_dispatch_key_excluded(key, true);
+  }
 }
 
 AutocastScope::~AutocastScope() {
+  const bool was_enabled = thread_state().device(device_).enabled;
   thread_state().device(device_) = previous_;
   c10::impl::tls_set_dispatch_key_excluded(detail::autocast_key(device_), previous_key_excluded_);
+  keys_ours() = previous_keys_ours_;
+  if (was_enabled) {
+    at::autocast::set_autocast_cache_enabled(previous_torch_cache_enabled_);
+    restore_torch(device_, previous_torch_dtype_);
+  }
   if (previous_.nesting == 0) drop_scope_caches(device_);
 }
 
 AutocastState capture_autocast_state() { return thread_state(); }
 
-AutocastStateGuard::AutocastStateGuard(const AutocastState& state) : previous_(thread_state()), previous_key_excluded_(0) {
+AutocastStateGuard::AutocastStateGuard(const AutocastState& state)
+    : previous_(thread_state()),
+      previous_key_excluded_(0),
+      previous_keys_ours_(keys_ours()),
+      previous_torch_cache_enabled_(at::autocast::is_autocast_cache_enabled()) {
   for (size_t i = 0; i < kDeviceTypes; ++i) {
     const auto device = static_cast<c10::DeviceType>(i);
     const std::optional<c10::DispatchKey> key = find_autocast_key(device);
     if (!key) continue;
-    if (c10::impl::tls_is_dispatch_key_excluded(*key)) previous_key_excluded_ |= uint64_t{1} << i;
-    if (state.device(device).enabled) c10::impl::tls_set_dispatch_key_excluded(*key, false);
+    const bool excluded = c10::impl::tls_is_dispatch_key_excluded(*key);
+    if (excluded) previous_key_excluded_ |= uint64_t{1} << i;
+    const DeviceAutocastState& installed = state.device(device);
+    if (!installed.enabled) continue;
+    // As an enabled scope does (Note [own scopes and PyTorch's state]).
+    if (excluded) keys_ours() |= bit_of(device);
+    c10::impl::tls_set_dispatch_key_excluded(*key, false);
+    const c10::ScalarType dtype =
+        installed.dtype == c10::ScalarType::Undefined ? default_lower_precision_dtype(device) : installed.dtype;
+    previous_torch_dtypes_[i] = mirror_onto_torch(device, dtype, installed.cache_enabled);
+    mirrored_ |= uint64_t{1} << i;
   }
   thread_state() = state;
 }
 
 AutocastStateGuard::~AutocastStateGuard() {
   thread_state() = previous_;
+  keys_ours() = previous_keys_ours_;
+  at::autocast::set_autocast_cache_enabled(previous_torch_cache_enabled_);
   for (size_t i = 0; i < kDeviceTypes; ++i) {
     const auto device = static_cast<c10::DeviceType>(i);
     const std::optional<c10::DispatchKey> key = find_autocast_key(device);
     if (!key) continue;
     c10::impl::tls_set_dispatch_key_excluded(*key, (previous_key_excluded_ >> i) & 1U);
+    if (((mirrored_ >> i) & 1U) != 0) restore_torch(device, previous_torch_dtypes_[i]);
     // Casts made under the borrowed state belong to it, not to this thread's own scopes.
     if (previous_.device(device).nesting == 0) drop_scope_caches(device);
   }

@@ -50,7 +50,10 @@ class AutocastState {
 // Turns autocast on (or, with enabled = false, off) for `device` on this thread until the scope
 // ends, and restores the previous state on every exit path. Scopes nest; when the outermost scope
 // of a device ends, this thread's cast cache for that device is cleared. While autocast is on, the
-// device's autocast dispatch key is included on this thread so the wrappers run.
+// device's autocast dispatch key is included on this thread so the wrappers run, and PyTorch's
+// dtype for the device and its cache flag are the scope's, so that PyTorch's own kernels under the
+// key follow the scope too (Note [own scopes and PyTorch's state] in state.cpp). A disabled scope
+// inside one of ours excludes the key again.
 // Throws c10::Error for a device without an autocast dispatch key or a dtype that is not
 // float16/bfloat16.
 class TORCH_API AutocastScope {
@@ -86,6 +89,10 @@ class TORCH_API AutocastScope {
   c10::DeviceType device_;
   DeviceAutocastState previous_;
   bool previous_key_excluded_;
+  // What an enabled scope changed in PyTorch's state (Note [own scopes and PyTorch's state]).
+  uint64_t previous_keys_ours_;
+  c10::ScalarType previous_torch_dtype_ = c10::ScalarType::Undefined;
+  bool previous_torch_cache_enabled_ = true;
 };
 
 // Carrying the state into other threads (thread pools, hand-made workers): capture on the
@@ -103,6 +110,12 @@ class TORCH_API AutocastStateGuard {
  private:
   AutocastState previous_;
   uint64_t previous_key_excluded_;  // one bit per device type
+  uint64_t previous_keys_ours_;
+  // PyTorch's state for the devices the installed state enables (Note [own scopes and PyTorch's state]).
+  bool previous_torch_cache_enabled_;
+  uint64_t mirrored_ = 0;
+  std::array<c10::ScalarType, static_cast<size_t>(c10::DeviceType::COMPILE_TIME_MAX_DEVICE_TYPES)>
+      previous_torch_dtypes_{};
 };
 
 // Wraps `fn` so that it runs under the state captured now, whichever thread calls it:

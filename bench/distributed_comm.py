@@ -75,7 +75,7 @@ def _mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))
 
 
-def _step(model, opt, scaler, x) -> None:
+def _step(model, opt, scaler, x, after_step=None) -> None:
     opt.zero_grad()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss = model(x).float().square().mean()
@@ -86,6 +86,8 @@ def _step(model, opt, scaler, x) -> None:
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+    if after_step is not None:
+        after_step(model)
 
 
 def worker(rank: int, world: int) -> None:
@@ -99,17 +101,23 @@ def worker(rank: int, world: int) -> None:
     x = torch.randn(32, 64)
     rows = []
 
-    def measure(name, model, scaler):
+    gathered = {}
+
+    def measure(name, model, scaler, after_step=None):
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        _step(model, opt, scaler, x)  # warm-up: lazy state, first all-gathers
+        _step(model, opt, scaler, x, after_step)  # warm-up: lazy state, first all-gathers
         counter.counts.clear()
         counter.on = True
-        _step(model, opt, scaler, x)
+        _step(model, opt, scaler, x, after_step)
         counter.on = False
         rows.append((name, counter.text()))
+        gathered[name] = sum(size for op, (_, size) in counter.counts.items() if op.startswith("all_gather"))
 
-    def fsdp():
-        return fully_shard(_mlp())
+    def fsdp(float8_all_gather=False):
+        model = _mlp()
+        if float8_all_gather:
+            autocastgen.distributed.enable_float8_all_gather(model)
+        return fully_shard(model)
 
     def tp():
         return parallelize_module(_mlp(), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
@@ -122,6 +130,9 @@ def worker(rank: int, world: int) -> None:
     autocastgen.load_policy(str(POLICY))
     autocastgen.distributed.register_dtensor_ops()
     measure("FSDP2, fp8 policy", fsdp(), None)
+    measure("FSDP2, fp8 policy + float8 all-gather, scales precomputed", fsdp(True), None,
+            autocastgen.distributed.precompute_float8_scales)
+    measure("FSDP2, fp8 policy + float8 all-gather, scales at the all-gather", fsdp(True), None)
     measure("TP, fp8 policy (float8 per shard)", tp(), None)
     measure("TP, fp8 policy + autocastgen.GradScaler", tp(), autocastgen.GradScaler("cpu"))
     autocastgen.load_policy(str(DELAYED))
@@ -131,6 +142,9 @@ def worker(rank: int, world: int) -> None:
         print("|---|---|")
         for name, text in rows:
             print(f"| {name} | {text} |")
+        plain = gathered["FSDP2, fp8 policy"]
+        f8 = gathered["FSDP2, fp8 policy + float8 all-gather, scales precomputed"]
+        print(f"\nall-gathered bytes per step, float8 / float32 weights: {f8} / {plain} = {f8 / plain:.3f}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["register_dtensor_ops", "is_dtensor"]
+from ._float8_all_gather import enable_float8_all_gather, precompute_float8_scales
+
+__all__ = ["enable_float8_all_gather", "is_dtensor", "precompute_float8_scales", "register_dtensor_ops"]
 
 _lock = threading.Lock()
 _registered = False

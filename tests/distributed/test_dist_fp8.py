@@ -201,14 +201,18 @@ def fsdp_part(rank: int, world: int) -> None:
         assert abs(float(losses[0]) - float(losses[1])) <= 0.03 * float(losses[1]), (step, losses)
 
 
-def _fsdp_mlp_losses(rank: int, *, clear_before_forward: bool, compiled: bool) -> torch.Tensor:
+def _fsdp_mlp_losses(rank: int, *, clear_before_forward: bool = False, compiled: bool = False,
+                     float8_all_gather: bool = False, precompute: bool = True) -> torch.Tensor:
     """Six SGD steps of a 5-layer MLP (three Linear(256, 256)), each Linear and the root
     fully_shard-ed, under torch.autocast with the fp8 policy: the loss of every step."""
+    import autocastgen.distributed
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
     layers = [m for _ in range(3) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())]
     model = torch.nn.Sequential(*layers[:-1])
+    if float8_all_gather:
+        assert autocastgen.distributed.enable_float8_all_gather(model) == 3
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer)
@@ -226,6 +230,8 @@ def _fsdp_mlp_losses(rank: int, *, clear_before_forward: bool, compiled: bool) -
             loss = torch.nn.functional.mse_loss(forward(x).float(), y)
         loss.backward()
         opt.step()
+        if float8_all_gather and precompute:
+            assert autocastgen.distributed.precompute_float8_scales(model) == 3
         losses.append(loss.detach())
     return torch.stack(losses)
 
@@ -239,6 +245,12 @@ def fsdp_exact_part(rank: int, world: int) -> None:
     for run in range(2):
         got = _fsdp_mlp_losses(rank, clear_before_forward=False, compiled=True)
         assert torch.equal(got, want), (rank, "compiled", run, got.tolist(), want.tolist())
+    # float8 all-gather (Note [float8 all-gather]): each rank quantises its shard with the whole
+    # weight's scale, so the gathered float8 weights, and the losses, are the plain path's bit for bit,
+    # with the scales precomputed in one all-reduce per step or all-reduced per weight at the gather.
+    for precompute in (True, False):
+        got = _fsdp_mlp_losses(rank, float8_all_gather=True, precompute=precompute)
+        assert torch.equal(got, want), (rank, "float8 all-gather", precompute, got.tolist(), want.tolist())
 
 
 def worker(rank: int, world: int) -> None:

@@ -222,8 +222,10 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
 
     std::optional<at::Tensor> gemm_bias;
     bool add_after = false;
-    // DTensor's _scaled_mm takes no bias (Note [fp8 under tensor parallel]).
-    const bool subclass = any_eager_subclass({&a, &b, &add});
+    // DTensor's _scaled_mm takes no bias (Note [fp8 under tensor parallel]). What the GEMM meets
+    // decides: a float8 all-gathered weight (Note [float8 all-gather] in
+    // python/autocastgen/_float8_all_gather.py) is a subclass whose fp8 data is a plain tensor.
+    const bool subclass = any_eager_subclass({&qa.data, &b8, &add});
     if (add.defined() && spec.beta != 0.0) {
       if (!subclass && spec.beta == 1.0 && add.dim() == 1 && add.size(0) == n &&
           spec.out_dtype != c10::ScalarType::Float) {
@@ -246,7 +248,9 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
     if (spec.linear) {
       std::vector<std::int64_t> sizes(a.sizes().begin(), a.sizes().end() - 1);
       sizes.push_back(n);
-      out = out.view(sizes);
+      // Not a view of the 2-D product (which nothing else holds): FSDP2 warns about a module output
+      // that is a view, since an in-place op on it would skip its pre-backward hook.
+      out = at::_unsafe_view(out, sizes);
     }
 
     ctx->save_for_backward({qa.data, qa.inv_scale, b8, qb.inv_scale});

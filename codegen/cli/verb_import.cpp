@@ -98,10 +98,16 @@ int run(const ImportVerbOptions& options) {
 }
 #else
 int run(const ImportVerbOptions&) {
+#if defined(AUTOCASTGEN_PIP_PACKAGE)
+  std::cerr << "autocastgen: error: 'import' needs the Clang importer, which the pip package leaves out: run it from a "
+               "CMake build of the clone (scripts/setup installs Clang 14's development packages; then cmake --preset "
+               "default && cmake --build --preset default && build/bin/autocastgen import ...)\n";
+#else
   std::cerr << "autocastgen: error: this autocastgen was built without the importer: Clang's development packages "
                "(libclang-14-dev, libclang-cpp14-dev, llvm-14-dev) were not found when it was configured, or it was "
                "configured with -DAUTOCASTGEN_IMPORTER=OFF. Install them (scripts/setup) and rebuild to use "
                "'autocastgen import'.\n";
+#endif
   return 1;
 }
 #endif

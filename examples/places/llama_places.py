@@ -24,8 +24,9 @@ import warnings
 import torch
 import transformers
 
-torch.ops.load_library("build/lib/libautocastgen_torch_cpu.so")  # the shipped CPU policy, generated
 import autocastgen  # noqa: E402
+
+autocastgen.compile_policy(autocastgen.shipped_policy("cpu"))  # the shipped CPU policy, generated
 
 HERE = pathlib.Path(__file__).resolve().parent
 OUT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else tempfile.gettempdir())

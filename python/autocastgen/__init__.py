@@ -36,7 +36,7 @@ from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
-from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy
+from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy, shipped_policy
 from .state import (
     AutocastState,
     autocast,
@@ -77,6 +77,7 @@ __all__ = [
     "nesting",
     "record",
     "register_runtime_policy",
+    "shipped_policy",
     "state_guard",
     "stats",
     "watch",

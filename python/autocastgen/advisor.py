@@ -750,19 +750,12 @@ class _OutOfRuns(Exception):
 
 
 def _shipped_policy(device: str) -> str:
-    """The shipped policy for `device`: the pip package's share/, or the build tree's source."""
-    here = Path(__file__).resolve().parent
-    candidates = [here / "share" / "autocastgen" / "policies" / f"{device}.yaml"]
-    try:
-        from . import _build_tree  # type: ignore[attr-defined]
+    from .policy import shipped_policy
 
-        candidates.append(Path(_build_tree.POLICIES_DIR) / f"{device}.yaml")
-    except (ImportError, AttributeError):
-        pass
-    for candidate in candidates:
-        if candidate.is_file():
-            return str(candidate)
-    raise AdviseError(f"no shipped policy for device '{device}': pass policy=")
+    try:
+        return str(shipped_policy(device))
+    except ValueError as error:
+        raise AdviseError(f"{error}: pass policy=") from None
 
 
 # --- the CLI's range proposal ---------------------------------------------------------------------

@@ -635,10 +635,11 @@ def _compile_failure(request: _Request, log: Path) -> str:
 
 
 def _estimate(root: Path) -> str:
+    """The last compile's time on this machine; before the first one there is nothing to go by."""
     try:
-        return f"~{float((root / '.last-build-seconds').read_text()):.0f} s"
+        return f"~{float((root / '.last-build-seconds').read_text()):.0f} s (the last compile here)"
     except (OSError, ValueError):
-        return "usually under a minute"
+        return "the first compile on this machine (time not known yet)"
 
 
 def _depfile_inputs(depfile: Path, work: Path) -> list[Path]:

@@ -19,7 +19,7 @@ import torch
 
 from ._runtime import load_runtime
 
-__all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy"]
+__all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy", "shipped_policy"]
 
 # The first line of the runtime's error for a policy file; the rest is the CLI's diagnostics.
 _FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\n]*?) has errors:\n")
@@ -27,6 +27,27 @@ _FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\
 # A top-level `extends:` line with a plain or quoted one-line value (docs/python.md: in YAML
 # text, a relative base is taken from the current directory).
 _EXTENDS_LINE = re.compile(r"^extends:[ \t]*(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s#'\"][^#\n]*?)[ \t]*(?=#|$)", re.M)
+
+
+def shipped_policy(device: str) -> Path:
+    """The policy autocastgen ships for ``device`` (``cpu``, ``cuda``, ``generic``): the one PyTorch
+    registers on that device's autocast key, as a file to pass to ``compile_policy``, ``load_policy``,
+    ``advise`` or the CLI. From the pip package's ``share/autocastgen/policies/``, or the build tree's
+    source. ``compile_policy(shipped_policy("cpu"))`` gives a pip user what a CMake build's
+    ``build/lib/libautocastgen_torch_cpu.so`` is."""
+    here = Path(__file__).resolve().parent
+    folders = [here / "share" / "autocastgen" / "policies"]
+    try:
+        from . import _build_tree  # type: ignore[attr-defined]
+
+        folders.append(Path(_build_tree.POLICIES_DIR))
+    except (ImportError, AttributeError):
+        pass
+    for folder in folders:
+        if (folder / f"{device}.yaml").is_file():
+            return folder / f"{device}.yaml"
+    have = sorted({p.stem for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")})
+    raise ValueError(f"autocastgen ships no policy for device '{device}' (it ships: {', '.join(have) or 'none found'})")
 
 
 class PolicyError(RuntimeError):
@@ -137,7 +158,8 @@ def load_policy(
 
 def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
     try:
-        return int(ops.load_runtime_policy_file(path))
+        # Text is loaded through a private file: the places it registers keep `source` as its name.
+        return int(ops.load_runtime_policy_file(path, source if renames else ""))
     except RuntimeError as error:
         message = str(error)
         header = _FILE_ERROR_HEADER.match(message)

@@ -35,6 +35,18 @@ def test_module_runs_check_on_installed_policy(venv):
     assert done.returncode == 0
 
 
+def test_shipped_policy_and_import_refusal(venv):
+    # The shipped policies by name (what docs use in place of a build tree's generated library), and
+    # `import`, which the pip package leaves out, says what to do instead in one line.
+    done = _run([venv["python"], "-c", "import autocastgen; print(autocastgen.shipped_policy('cpu'))"],
+                cwd=venv["work"])
+    assert Path(done.stdout.strip()) == venv["package"] / "share" / "autocastgen" / "policies" / "cpu.yaml"
+    (venv["work"] / "x.cpp").write_text("")
+    refused = _run([venv["script"], "import", "x.cpp"], cwd=venv["work"], check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "which the pip package leaves out" in refused.stderr, refused.stderr
+
+
 def test_script_and_module_agree_on_errors(venv):
     bad = venv["work"] / "bad.yaml"
     bad.write_text("autocast: {device: cpu}\nlists:\n  fp32: [aten::no_such_op_anywhere]\n")

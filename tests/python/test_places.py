@@ -249,6 +249,15 @@ def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path:
             warnings.simplefilter("always")
             autocastgen.attach(model).remove()
         out["after_clear"] = [str(w.message) for w in caught]
+        # YAML text: its name (load_policy's name=, <string> by default), not the private file.
+        for name in (None, "mine.yaml"):
+            text = "autocast: {{device: cpu}}\\nmodules:\\n  lm_headd: fp32\\n"
+            autocastgen.load_policy(text) if name is None else autocastgen.load_policy(text, name=name)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                autocastgen.attach(model).remove()
+            out[f"text {{name}}"] = [str(w.message) for w in caught]
+            autocastgen.clear_runtime_policies()
         print(json.dumps(out))
         """
     )

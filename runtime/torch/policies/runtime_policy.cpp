@@ -566,7 +566,7 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
                 "register_runtime_policy");
 }
 
-size_t load_runtime_policy_file(const std::string& path) {
+size_t load_runtime_policy_file(const std::string& path, const std::string& name) {
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
@@ -577,8 +577,13 @@ size_t load_runtime_policy_file(const std::string& path) {
   const std::optional<policy::ResolvedPolicy> resolved =
       policy::resolve_policy(*chain, registered.schemas, diags, running_release());
   TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
-  return install(*resolved, [&](SourceLocation location) { return sources.location_text(location); },
-                 display_path(path));
+  const std::string shown = display_path(path) + ":";  // how location_text names this file
+  const auto where = [&](SourceLocation location) {
+    std::string text = sources.location_text(location);
+    if (!name.empty() && text.compare(0, shown.size(), shown) == 0) text = name + text.substr(shown.size() - 1);
+    return text;
+  };
+  return install(*resolved, where, name.empty() ? display_path(path) : name);
 }
 
 void clear_runtime_policies() { Registry::get().clear(); }
@@ -610,7 +615,8 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("register_runtime_policy(str op, str policy, str device, str message=\"\", str rule=\"\") -> ()",
         [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
            const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); });
-  m.def("load_runtime_policy_file(str path) -> int",
-        [](const std::string& path) { return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path)); });
+  m.def("load_runtime_policy_file(str path, str name=\"\") -> int", [](const std::string& path, const std::string& name) {
+    return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
+  });
   m.def("clear_runtime_policies() -> ()", [] { autocastgen::clear_runtime_policies(); });
 }

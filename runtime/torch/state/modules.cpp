@@ -49,6 +49,8 @@ struct Rules {
   uint32_t intern(std::string_view pattern, std::string_view where, bool section) {
     const auto [it, added] = ids.try_emplace({std::string(pattern), section}, static_cast<uint32_t>(patterns.size()));
     if (added) patterns.push_back(PatternEntry{std::string(pattern), std::string(where), section, 0});
+    // A pattern no loaded rule held any more is where its new holder writes it.
+    if (patterns[it->second].live == 0) patterns[it->second].where = std::string(where);
     ++patterns[it->second].live;
     return it->second;
   }

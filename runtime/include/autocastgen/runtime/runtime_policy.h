@@ -27,7 +27,9 @@ TORCH_API void register_runtime_policy(std::string_view op, std::string_view pol
 // Loads a policy file (the policy language of docs/policy-language.md, resolved against the ops
 // registered now) and registers every entry as above. Throws c10::Error whose message holds the
 // `file:line:col: error:` diagnostics; nothing is registered then. Returns the entries registered.
-TORCH_API size_t load_runtime_policy_file(const std::string& path);
+// `name`, when given, is what the locations kept for later messages (module patterns) call the
+// file: the Python package loads YAML text through a private file and names it `<string>`.
+TORCH_API size_t load_runtime_policy_file(const std::string& path, const std::string& name = {});
 
 // Drops every runtime policy this process registered (the kernels they replaced come back).
 TORCH_API void clear_runtime_policies();

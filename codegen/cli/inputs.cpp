@@ -62,6 +62,43 @@ std::optional<DetectedRelease> release_of_schema_file(const std::filesystem::pat
   return std::nullopt;
 }
 
+std::filesystem::path release_cache_root() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("AUTOCASTGEN_TORCH_CACHE"); env && *env) return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "autocastgen" / "torch";
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "") / ".cache" / "autocastgen" / "torch";
+}
+
+std::optional<std::filesystem::path> cached_release(const model::TorchVersion& version, std::string& why_not) {
+  namespace fs = std::filesystem;
+  const fs::path root = release_cache_root();
+  std::optional<fs::path> best;
+  std::optional<model::TorchVersion> best_version;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::optional<model::TorchVersion> v = model::TorchVersion::parse(it->path().filename().string());
+    if (!v || !(*v == version) || (version.patch() && v->patch() != version.patch())) continue;
+    if (!fs::exists(it->path() / "torchgen", ec) || !fs::exists(it->path() / "include", ec)) continue;  // being fetched
+    if (!best_version || best_version->patch().value_or(0) < v->patch().value_or(0)) {
+      best = it->path();
+      best_version = v;
+    }
+  }
+  if (!best)
+    why_not = fmt::format("PyTorch {} is not in the release cache ({}): fetch it once with 'scripts/torch-releases fetch {}' "
+                          "(in autocastgen's source tree)",
+                          version.str(), root.string(), version.str());
+  return best;
+}
+
+void add_extra_schemas_option(CLI::App& verb, std::vector<std::filesystem::path>& extra) {
+  verb.add_option("--extra-schemas", extra,
+                  "Op-schema file read after the others, on every side (a backend's own ops; repeatable)")
+      ->check(CLI::ExistingFile)
+      ->allow_extra_args(false);
+}
+
 void add_schema_options(CLI::App& verb, std::vector<std::filesystem::path>& schemas, std::string& torch_version) {
   // One file per --schemas, so that options may come before positional arguments.
   verb.add_option("--schemas", schemas, "Op-schema file (native_functions.yaml format; repeatable); default: the installed PyTorch's")
@@ -73,7 +110,8 @@ void add_schema_options(CLI::App& verb, std::vector<std::filesystem::path>& sche
 }
 
 std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem::path>& paths, const std::string& torch_version,
-                                               SourceManager& sources, DiagnosticEngine& diags) {
+                                               SourceManager& sources, DiagnosticEngine& diags,
+                                               const std::vector<std::filesystem::path>& extra) {
   std::optional<model::TorchVersion> requested;
   if (!torch_version.empty()) {
     requested = model::TorchVersion::parse(torch_version);
@@ -88,9 +126,22 @@ std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem
     }
   }
   std::vector<std::filesystem::path> inputs = paths;
+  std::filesystem::path release_dir;
   if (inputs.empty()) {
     std::string why_not;
     std::optional<std::filesystem::path> installed = installed_native_functions(why_not);
+    // Another release than the installed one: the release cache's files.
+    const std::optional<DetectedRelease> installed_release = installed ? release_of_schema_file(*installed) : std::nullopt;
+    if (requested && !(installed_release && installed_release->version == *requested)) {
+      std::optional<std::filesystem::path> cached = cached_release(*requested, why_not);
+      if (!cached) {
+        diags.error({}, fmt::format("--torch-version {}: {}; or give that release's native_functions.yaml with --schemas",
+                                    torch_version, why_not));
+        return std::nullopt;
+      }
+      release_dir = *cached;
+      installed = release_dir / "torchgen" / kRelativeToTorchgen;
+    }
     if (!installed) {
       diags.error({}, fmt::format("no --schemas given and the installed PyTorch's native_functions.yaml was not found: {}", why_not));
       return std::nullopt;
@@ -127,6 +178,8 @@ std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem
     if (std::optional<std::filesystem::path> installed = installed_native_functions(why_not))
       if (std::optional<DetectedRelease> found = release_of_schema_file(*installed)) result.torch_version = found->version;
   }
+  result.release_dir = release_dir;
+  inputs.insert(inputs.end(), extra.begin(), extra.end());
   for (const auto& path : inputs)
     if (auto file = read_input(path, sources, diags)) result.files.push_back(*file);
   if (diags.has_errors()) return std::nullopt;

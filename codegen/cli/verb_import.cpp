@@ -30,10 +30,26 @@ struct ImportVerbOptions {
   fs::path build_dir;
   fs::path out = ".";
   std::vector<fs::path> schemas;
+  std::vector<fs::path> extra_schemas;
   std::string torch_version;
 };
 
 #if AUTOCASTGEN_HAVE_IMPORTER
+// The schema files besides a PyTorch release's own that the policy's ops come from: what `check`,
+// `generate` and `audit` need to read it, which the written policy names in its header.
+std::vector<std::string> schema_files_needed(const policy::ResolvedPolicy& imported, const SchemaInputs& inputs,
+                                             const SourceManager& sources) {
+  std::set<uint32_t> used;
+  for (const policy::ResolvedEntry& e : imported.entries) {
+    if (e.schema) used.insert(e.schema->location().file);
+    if (e.redispatch) used.insert(e.redispatch->location().file);
+  }
+  std::vector<std::string> names;
+  for (uint32_t file : inputs.files)
+    if (used.count(file) && !release_of_schema_file(sources.name(file))) names.push_back(display_path(sources.name(file)));
+  return names;
+}
+
 int run(const ImportVerbOptions& options) {
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
@@ -45,8 +61,10 @@ int run(const ImportVerbOptions& options) {
     diags.error({}, "no C++ files to import");
     return 1;
   }
-  std::optional<SchemaInputs> inputs = load_schema_inputs(options.schemas, options.torch_version, sources, diags);
+  std::optional<SchemaInputs> inputs =
+      load_schema_inputs(options.schemas, options.torch_version, sources, diags, options.extra_schemas);
   if (!inputs) return 1;
+  import_options.torch_dir = inputs->release_dir;
   const model::SchemaSet* schemas = &inputs->schemas;
   const import::ImporterApi* importer = import::load_importer(diags);
   if (!importer) return 1;
@@ -62,14 +80,16 @@ int run(const ImportVerbOptions& options) {
                         ? fmt::format("none of the kernels registered for an autocast dispatch key is a list policy: all were "
                                       "left out ({} warning{} above); nothing to import",
                                       diags.warning_count(), diags.warning_count() == 1 ? "" : "s")
-                        : std::string("the sources register no kernels for an autocast dispatch key (TORCH_LIBRARY_IMPL(<ns>, Autocast<X>, m))"));
+                        : std::string("the sources have no block for an autocast dispatch key (TORCH_LIBRARY_IMPL(<ns>, "
+                                      "Autocast<X>, m)); nothing to import"));
     return 1;
   }
   std::vector<std::string> names;
   for (const fs::path& f : import_options.files) names.push_back(display_path(f));
   emit::OutputWriter writer(options.out);
   for (const policy::ResolvedPolicy& imported_policy : *imported) {
-    std::string text = import::policy_yaml(imported_policy, names);
+    std::string text = import::policy_yaml(imported_policy, names, schema_files_needed(imported_policy, *inputs, sources),
+                                           inputs->release_dir.empty() ? std::string() : inputs->torch_version->str());
     // The written policy must load back to the same entries: resolve it before writing.
     const std::string path = imported_policy.device + ".yaml";
     const uint32_t buffer = sources.add_buffer((options.out / path).string(), text);
@@ -92,7 +112,8 @@ int run(const ImportVerbOptions& options) {
     const size_t overloads = imported_policy.overload_count();
     const std::string entries =
         overloads == imported_policy.entries.size() ? "" : fmt::format(", {} entries", imported_policy.entries.size());
-    std::cout << fmt::format("{}: {} overloads ({}{})\n", imported_policy.dispatch_key, overloads, fmt::join(counts, ", "), entries);
+    if (overloads == 0) std::cout << fmt::format("{}: 0 overloads (an empty registration block)\n", imported_policy.dispatch_key);
+    else std::cout << fmt::format("{}: {} overloads ({}{})\n", imported_policy.dispatch_key, overloads, fmt::join(counts, ", "), entries);
   }
   return diags.has_errors() ? 1 : 0;
 }
@@ -144,6 +165,7 @@ VerbRunner add_import_verb(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   verb->add_option("-o,--out", options->out, "Output directory for <device>.yaml files")->default_val(".");
   add_schema_options(*verb, options->schemas, options->torch_version);
+  add_extra_schemas_option(*verb, options->extra_schemas);
   verb->footer("Everything after `--` is passed to the compiler, e.g. -- -DMY_BACKEND -I/opt/backend/include");
   return [options] { return run(*options); };
 }

@@ -20,11 +20,16 @@ struct ImportOptions {
   // PyTorch's include directories and this project's runtime headers (see default_compiler_args).
   std::filesystem::path build_dir;
   std::vector<std::string> compiler_args;  // appended to every file's command line
+  // Without a compilation database: the folder whose include/ holds PyTorch's headers (a release
+  // cache folder, for --torch-version); empty: the installed torch's.
+  std::filesystem::path torch_dir;
 };
 
-// What a file is compiled with when there is no compilation database: C++20, PyTorch's include
-// directories and autocastgen's runtime headers. Sets `why_not` when PyTorch cannot be found.
-[[nodiscard]] std::optional<std::vector<std::string>> default_compiler_args(std::string& why_not);
+// What a file is compiled with when there is no compilation database: C++20, the include
+// directories of PyTorch (at `torch_dir`, or the installed one when it is empty) and autocastgen's
+// runtime headers. Sets `why_not` when PyTorch cannot be found.
+[[nodiscard]] std::optional<std::vector<std::string>> default_compiler_args(const std::filesystem::path& torch_dir,
+                                                                            std::string& why_not);
 
 // Reads every file into `sources` (diagnostics name them as given) and parses it with Clang;
 // finds the TORCH_LIBRARY_IMPL blocks of autocast dispatch keys and what each m.impl registers,

@@ -13,9 +13,16 @@ namespace autocastgen::import {
 
 using policy::PolicyKind;
 
-std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<std::string>& sources) {
+std::string policy_yaml(const policy::ResolvedPolicy& policy, const std::vector<std::string>& sources,
+                        const std::vector<std::string>& schema_files, const std::string& release) {
   std::string out = fmt::format("# Imported by autocastgen {} from the {} registrations in: {}\n", AUTOCASTGEN_VERSION,
                                 policy.dispatch_key, fmt::join(sources, ", "));
+  if (!release.empty())
+    out += fmt::format("# Read with PyTorch {0}'s headers and schemas: check and audit it with --torch-version {0}.\n", release);
+  if (!schema_files.empty())
+    out += fmt::format("# Op schemas it needs besides PyTorch's: {} (audit: --extra-schemas FILE; check, generate: --schemas "
+                       "after PyTorch's native_functions.yaml).\n",
+                       fmt::join(schema_files, ", "));
   out += "# Review it, then make it a derived policy (docs/audit.md).\n";
   out += fmt::format("autocast:\n  device: {}\n  dispatch_key: {}\n", policy.device, policy.dispatch_key);
   if (!policy.lower_precision.empty()) {

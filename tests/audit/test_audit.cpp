@@ -1,4 +1,5 @@
-// Audit library tests: the located JSON reader, manifests, families, coverage, diffs, policy writer.
+// Audit library tests: the located JSON reader, manifests, families, coverage, diffs, policy writer,
+// compile commands made fit for the importer.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -7,6 +8,8 @@
 #include "audit/diff.h"
 #include "audit/families.h"
 #include "audit/inputs.h"
+#include "import/cast_values.h"
+#include "import/compile_command.h"
 #include "import/policy_writer.h"
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
@@ -302,6 +305,77 @@ modules: {"*.norm": fp32, layers.2: float16, encoder: off}
   EXPECT_EQ(e.header[0].field, "modules: encoder");
   EXPECT_EQ(e.header[0].from, "off");
   EXPECT_EQ(e.header[0].to, "none");
+}
+
+// Note [precompiled headers in compile commands]: each row is a command as a build writes it and
+// what the importer's Clang is given instead.
+TEST(CompileCommand, PrecompiledHeadersAreIncludedFromSource) {
+  using Args = std::vector<std::string>;
+  const Args direct = {"-Xclang", "-include", "-Xclang", "/b/cmake_pch.hxx"};
+  const auto with = [](Args head, const Args& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  const struct {
+    Args command;
+    Args expected;
+  } cases[] = {
+      // CMake with GCC: the .gch beside cmake_pch.hxx would be read as Clang's own.
+      {{"c++", "-O2", "-Winvalid-pch", "-include", "/b/cmake_pch.hxx", "-c", "f.cpp"},
+       with(with({"c++", "-O2", "-Winvalid-pch"}, direct), {"-c", "f.cpp"})},
+      {{"c++", "-include/b/cmake_pch.hxx", "f.cpp"}, with(with({"c++"}, direct), {"f.cpp"})},
+      {{"c++", "--include=/b/cmake_pch.hxx", "f.cpp"}, with(with({"c++"}, direct), {"f.cpp"})},
+      {{"c++", "--include", "/b/cmake_pch.hxx", "f.cpp"}, with(with({"c++"}, direct), {"f.cpp"})},
+      {{"c++", "-fpch-preprocess", "-fpch-deps", "f.cpp"}, {"c++", "f.cpp"}},
+      // CMake with Clang: the .pch of another Clang is dropped, its header included from source.
+      {{"clang++", "-Xclang", "-include-pch", "-Xclang", "/b/cmake_pch.hxx.pch", "-Xclang", "-include", "-Xclang",
+        "/b/cmake_pch.hxx", "f.cpp"},
+       with(with({"clang++"}, direct), {"f.cpp"})},
+      {{"clang++", "-include-pch", "/b/x.pch", "f.cpp"}, {"clang++", "f.cpp"}},
+      // Everything else is kept as it is, a front-end argument's value too.
+      {{"c++", "-Xclang", "-include", "-Xclang", "x.h", "-Xclang", "-fno-validate-pch", "f.cpp"},
+       {"c++", "-Xclang", "-include", "-Xclang", "x.h", "-Xclang", "-fno-validate-pch", "f.cpp"}},
+      {{"c++", "-isystem", "/torch/include", "-DX=1", "f.cpp"}, {"c++", "-isystem", "/torch/include", "-DX=1", "f.cpp"}},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(import::without_precompiled_headers(c.command), c.expected) << ::testing::PrintToString(c.command);
+  }
+}
+
+// Note [per-dtype wrapper templates]: backends' cast-policy values and template parameter names.
+TEST(CastValues, ValuesAndDtypesOfWrapperTemplates) {
+  const struct {
+    const char* value;
+    std::optional<std::optional<PolicyKind>> meaning;  // outer nullopt: the language cannot say it
+  } values[] = {
+      {"lower_precision_fp", PolicyKind::lower_precision_fp},
+      {"user_defined_dtype", PolicyKind::lower_precision_fp},
+      {"fp32", PolicyKind::fp32},
+      {"fp32_set_opt_dtype", PolicyKind::fp32_set_opt_dtype},
+      {"fp32_append_dtype", PolicyKind::fp32_append_dtype},
+      {"promote", PolicyKind::promote},
+      {"fallthrough", std::optional<PolicyKind>()},
+      {"banned", std::nullopt},
+      {"fp8", std::nullopt},
+      {"int8", std::nullopt},
+      {"bf16", std::nullopt},
+  };
+  for (const auto& v : values) {
+    const std::optional<import::CastValue> got = import::cast_value(v.value);
+    ASSERT_EQ(got.has_value(), v.meaning.has_value()) << v.value;
+    if (got) {
+      EXPECT_EQ(got->policy, *v.meaning) << v.value;
+    }
+  }
+  const struct {
+    const char* parameter;
+    std::optional<std::string> dtype;
+  } parameters[] = {
+      {"bf16_cast_policy", "bfloat16"}, {"fp16_cast_policy", "float16"}, {"BFloat16Policy", "bfloat16"},
+      {"half_policy", "float16"},       {"kFloat16", "float16"},         {"policy", std::nullopt},
+      {"fp32_policy", std::nullopt},    {"", std::nullopt},
+  };
+  for (const auto& p : parameters) EXPECT_EQ(import::dtype_of_parameter(p.parameter), p.dtype) << p.parameter;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`autocastgen audit` end to end on the mini schema fixture: coverage formats, diff shapes, exit
-statuses (0, 2 with --fail-on, 1 on errors), manifests as inputs, --schemas given twice, and
+statuses (0, 2 with --fail-on, 1 on errors), manifests as inputs, --schemas given twice,
+--extra-schemas, compiler arguments after `--`, --torch-version through the release cache, and
 precision by place (entries' `modules:` and the `modules:` section) through check, manifests,
 diff and coverage."""
 from __future__ import annotations
@@ -119,6 +120,78 @@ class AuditCli(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertIn("b2.yaml:3:15: error: unknown op 'gelu'", bad.stderr)
         self.assertEqual(run("audit", "diff", a, b, "--schemas", MINI, "--schemas", v2, "--schemas", v2).returncode, 1)
+
+    def test_extra_schemas_apply_to_both_sides(self) -> None:
+        # A policy imported with a backend's own schema file diffs against one without its ops.
+        custom = "tests/data/schemas/custom_ops.yaml"
+        base = self.write("base.yaml", "autocast: {device: privateuseone}\nlists:\n  lower_precision_fp: [mm]\n")
+        own = self.write("own.yaml", "autocast: {device: privateuseone}\nlists:\n"
+                                     "  lower_precision_fp: [mm, mybackend::fused_linear]\n")
+        out = run("audit", "diff", base, own, "--schemas", MINI, "--extra-schemas", custom, "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout)["added"], [{"op": "mybackend::fused_linear", "policy": "lower_precision_fp"}])
+        # Twice --schemas (A's, then B's) with one --extra-schemas: the extra file is on both sides.
+        out = run("audit", "diff", own, own, "--schemas", MINI, "--schemas", MINI, "--extra-schemas", custom,
+                  "--fail-on", "added,removed,changed")
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        cov = run("audit", "coverage", "--policy", own, "--schemas", MINI, "--extra-schemas", custom, "--format", "json")
+        self.assertEqual(cov.returncode, 0, cov.stderr)
+        self.assertEqual(json.loads(cov.stdout)["counts"]["total"], 2)
+        # Without it, the backend's op is unknown, located.
+        bad = run("audit", "diff", base, own, "--schemas", MINI)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("own.yaml:3:28: error: unknown op 'mybackend::fused_linear'", bad.stderr)
+
+    def test_compiler_arguments_after_double_dash(self) -> None:
+        a = self.write("a.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n")
+        # A third input is not a compiler argument: it must follow `--`.
+        extra = run("audit", "diff", a, a, a, "--schemas", MINI)
+        self.assertEqual(extra.returncode, 105, extra.stderr)
+        self.assertIn("compiler arguments for C++ inputs go after `--`", extra.stderr)
+        # After `--` they are taken; with no C++ input, a warning says they do nothing.
+        for verb in (["audit", "diff", a, a], ["audit", "coverage", "--policy", a]):
+            out = run(*verb, "--schemas", MINI, "--", "-DMY_BACKEND", "-I", "/opt/sdk/include")
+            self.assertEqual(out.returncode, 0, f"{verb}: {out.stderr}")
+            self.assertIn("warning: compiler arguments after `--` are given, but no input is C++", out.stderr)
+
+    def test_coverage_reads_manifests(self) -> None:
+        policy = self.write("p.yaml", "autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log]\n")
+        gen = run("generate", "--policy", policy, "--schemas", MINI, "--out", str(self.dir), "--name", "p")
+        self.assertEqual(gen.returncode, 0, gen.stderr)
+        from_policy = json.loads(run("audit", "coverage", "--policy", policy, "--schemas", MINI, "--format", "json").stdout)
+        out = run("audit", "coverage", "--policy", str(self.dir / "autocast_p.manifest.json"), "--schemas", MINI, "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        from_manifest = json.loads(out.stdout)
+        self.assertEqual(from_manifest["counts"], from_policy["counts"])
+        self.assertEqual(from_manifest["not_covered"], from_policy["not_covered"])
+
+    def test_torch_version_reads_the_release_cache(self) -> None:
+        # A cache folder as scripts/torch-releases makes it (AUTOCASTGEN_TORCH_CACHE points at it).
+        cache = self.dir / "cache"
+        release = cache / "2.7.1"
+        (release / "torchgen" / "packaged" / "ATen" / "native").mkdir(parents=True)
+        (release / "include").mkdir()
+        (release / "version.txt").write_text("2.7.1\n")
+        (release / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml").write_text((ROOT / MINI).read_text())
+        env = {**os.environ, "AUTOCASTGEN_TORCH_CACHE": str(cache)}
+        policy = self.write("p.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n")
+
+        def cli(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([CLI, *args], cwd=ROOT, capture_output=True, text=True, env=env)
+
+        out = cli("audit", "coverage", "--policy", policy, "--torch-version", "2.7", "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(json.loads(out.stdout)["counts"]["total"], 1)
+        diff = cli("audit", "diff", policy, policy, "--torch-version", "2.7", "--fail-on", "added,removed,changed")
+        self.assertEqual(diff.returncode, 0, diff.stdout + diff.stderr)
+        check = cli("check", "--policy", policy, "--torch-version", "2.7.1")
+        self.assertEqual(check.returncode, 0, check.stderr)
+        self.assertIn("ok for PyTorch 2.7.1:", check.stdout)
+        # A release the cache lacks: the error names the command that fetches it.
+        missing = cli("audit", "coverage", "--policy", policy, "--torch-version", "2.5")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn(f"autocastgen: error: --torch-version 2.5: PyTorch 2.5 is not in the release cache ({cache}): fetch it "
+                      "once with 'scripts/torch-releases fetch 2.5'", missing.stderr)
 
     def test_options_before_and_after_positionals(self) -> None:
         # Every option takes one value per occurrence, so positionals may follow options.

@@ -13,7 +13,13 @@
    so a sharded library is compared through its manifest or through the policy `import` writes);
 6. precision by place (tests/data/policies/mini_modules.yaml): entries scoped to modules
    (`k<Wrapper>Modules<N>.match()`), a plain entry ending a chain after them, and the `modules:`
-   section (rt::ModuleSections) read back, directly and through the policy `import` writes.
+   section (rt::ModuleSections) read back, directly and through the policy `import` writes;
+7. a backend's per-dtype wrapper template (fixtures/per_dtype.cpp: two cast policies, one for
+   bfloat16 and one for float16, `fallthrough`, one half fp32) imports as entries with `dtypes:`,
+   and its own op, from the schema file given with --extra-schemas, which the written policy names;
+8. a list written for PyTorch 2.4 (fixtures/torch_2_4.cpp: ops and signatures later releases
+   dropped) imports as written with --torch-version 2.4: 2.4's headers and schemas, from the
+   release cache that `scripts/torch-releases fetch` fills.
 Comparisons go through `autocastgen audit diff --fail-on added,removed,changed`."""
 from __future__ import annotations
 
@@ -34,8 +40,8 @@ def run(cli: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([cli, *args], cwd=ROOT, capture_output=True, text=True)
 
 
-def same_policy(cli: str, expected: str, imported: Path, failures: list[str]) -> None:
-    out = run(cli, "audit", "diff", expected, str(imported), "--format", "json", "--fail-on", "added,removed,changed")
+def same_policy(cli: str, expected: str, imported: Path, failures: list[str], *options: str) -> None:
+    out = run(cli, "audit", "diff", expected, str(imported), "--format", "json", "--fail-on", "added,removed,changed", *options)
     if out.returncode != 0:
         failures.append(f"{imported} differs from {expected} (status {out.returncode}):\n{out.stdout}{out.stderr}")
         return
@@ -147,12 +153,42 @@ def main() -> int:
                 if line not in written:
                     failures.append(f"the imported module rules lack {line!r}:\n{written}")
 
+        # 7. Per-dtype wrapper templates, and a backend's own op.
+        extra = f"{FIXTURES}/per_dtype_ops.yaml"
+        start = time.monotonic()
+        back = run(cli, "import", f"{FIXTURES}/per_dtype.cpp", "--extra-schemas", extra, "-o", str(out_dir / "per_dtype"))
+        print(f"import per-dtype fixture: {time.monotonic() - start:.1f} s")
+        if back.returncode != 0 or back.stderr:
+            failures.append(f"importing the per-dtype fixture: status {back.returncode}\n{back.stdout}{back.stderr}")
+        else:
+            same_policy(cli, f"{FIXTURES}/expected/per_dtype/cpu.yaml", out_dir / "per_dtype" / "cpu.yaml", failures,
+                        "--extra-schemas", extra)
+            written = (out_dir / "per_dtype" / "cpu.yaml").read_text()
+            if f"# Op schemas it needs besides PyTorch's: {extra} " not in written:
+                failures.append(f"the per-dtype policy does not name the schema file its own op needs:\n{written}")
+            if "relu" in written:
+                failures.append("per-dtype: relu (fallthrough in both dtypes) was imported as an entry")
+
+        # 8. A list written for PyTorch 2.4, against 2.4's headers and schemas.
+        start = time.monotonic()
+        back = run(cli, "import", f"{FIXTURES}/torch_2_4.cpp", "--torch-version", "2.4", "-o", str(out_dir / "torch_2_4"))
+        print(f"import the 2.4 fixture with --torch-version 2.4: {time.monotonic() - start:.1f} s")
+        if back.returncode != 0 or back.stderr:
+            failures.append(f"importing the 2.4 fixture with --torch-version 2.4 (scripts/torch-releases fetch fills the "
+                            f"release cache): status {back.returncode}\n{back.stdout}{back.stderr}")
+        else:
+            same_policy(cli, f"{FIXTURES}/expected/torch_2_4/cpu.yaml", out_dir / "torch_2_4" / "cpu.yaml", failures,
+                        "--torch-version", "2.4")
+            written = (out_dir / "torch_2_4" / "cpu.yaml").read_text()
+            if "# Read with PyTorch 2.4's headers and schemas: check and audit it with --torch-version 2.4.\n" not in written:
+                failures.append(f"the 2.4 policy does not say which release it was read for:\n{written}")
+
     for f in failures:
         print("FAIL", f)
     if not failures:
         print("fixture imports to the expected policies; import(generate(p)) == p for generic, cuda, cpu, "
               "for cpu generated with --state autocastgen, for the precision-rules recipe in both states, for "
-              "cpu in three shards, and for module rules")
+              "cpu in three shards, and for module rules; per-dtype wrapper templates and a 2.4 list import as written")
     return 1 if failures else 0
 
 

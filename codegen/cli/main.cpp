@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   verbs["import"] = autocastgen::cli::add_import_verb(app);
   verbs["stats"] = autocastgen::cli::add_stats_verb(app);
   verbs["advise"] = autocastgen::cli::add_advise_verb(app);
+  verbs["report"] = autocastgen::cli::add_report_verb(app);
   CLI11_PARSE(app, argc, argv);
   for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
   return 2;

@@ -20,7 +20,8 @@ it already) and offers to Python:
   ``with autocastgen.stats() as s: ...``, ``autocastgen.watch("raise")``,
   ``autocastgen.record("ranges.json")`` (docs/insight.md);
 * the policy advisor: ``advise(model, inputs, policy=..., dtype=torch.float16)`` returns a policy
-  that keeps float32 only where measured ranges or a validation need it (docs/advise.md).
+  that keeps float32 only where measured ranges or a validation need it (docs/advise.md);
+* the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md).
 
 See docs/python.md.
 """
@@ -36,6 +37,7 @@ from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
+from .reporter import report
 from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy, shipped_policy
 from .state import (
     AutocastState,
@@ -77,6 +79,7 @@ __all__ = [
     "nesting",
     "record",
     "register_runtime_policy",
+    "report",
     "shipped_policy",
     "state_guard",
     "stats",

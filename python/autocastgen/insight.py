@@ -24,6 +24,8 @@ The non-finite watch and the range record (``AUTOCASTGEN_FINITE``, ``AUTOCASTGEN
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import re
 import sys
@@ -33,6 +35,7 @@ import torch
 
 __all__ = [
     "Stats",
+    "TensorBoard",
     "enabled",
     "finite_mode",
     "first_nonfinite",
@@ -92,10 +95,19 @@ def _traced_user_line() -> str | None:
     return line
 
 
+def _log_message(level: int, message: str) -> None:
+    # Note [quiet by default] (runtime/torch/insight/log.h): what the runtime did that needs no
+    # action (the kernels a loaded policy replaced) goes to the logger "autocastgen", at INFO (once
+    # per load) and DEBUG (per op): silent unless the program configures logging.
+    logging.getLogger("autocastgen").log(level, "%s", message)
+
+
 def _define_user_line() -> torch.library.Library:
     library = torch.library.Library("autocastgen", "FRAGMENT")
     library.define("watch_user_line() -> str")
     library.impl("watch_user_line", _user_line, "CompositeImplicitAutograd")
+    library.define("log_message(int level, str message) -> ()")
+    library.impl("log_message", _log_message, "CompositeImplicitAutograd")
     return library
 
 
@@ -136,35 +148,6 @@ _RANGE_COUNTS = ("calls", "output_elements", "float16_overflow", "float16_underf
                  "bfloat16_underflow")
 
 
-def _difference(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """The counts of `after` less those of `before` (two snapshots), in the file's order."""
-    earlier = {(e["op"], e.get("policy"), e.get("module")): e for e in before["ops"]}
-    ops = []
-    for entry in after["ops"]:
-        old = earlier.get((entry["op"], entry.get("policy"), entry.get("module")))
-        if old is not None:
-            entry = dict(entry)
-            for field in _COUNTS:
-                entry[field] -= old.get(field, 0)
-            if "ranges" in entry and "ranges" in old:
-                entry["ranges"] = dict(entry["ranges"])
-                for field in _RANGE_COUNTS:
-                    entry["ranges"][field] -= old["ranges"][field]
-                if not entry["ranges"]["calls"]:
-                    del entry["ranges"]
-            ran_in = {d: n - old["ran_in"].get(d, 0) for d, n in entry["ran_in"].items()}
-            entry["ran_in"] = {d: n for d, n in ran_in.items() if n}
-            if "compiled_calls" in entry:  # Note [compiled calls] in runtime/torch/insight/stats.cpp
-                entry["compiled_calls"] -= old.get("compiled_calls", 0)
-                if not entry["compiled_calls"]:
-                    del entry["compiled_calls"], entry["eager_only"]
-        if entry["calls"]:
-            ops.append(entry)
-    # Rows outside every module before a module's (as the runtime sorts them).
-    ops.sort(key=lambda e: (-e["calls"], e["op"], e.get("policy", ""), "module" in e, e.get("module", "")))
-    return {"version": after["version"], "ops": ops}
-
-
 def _larger(a: float | None, b: float | None, pick: Any = max) -> float | None:
     return b if a is None else a if b is None else pick(a, b)
 
@@ -186,6 +169,8 @@ def _sum_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out["ranges"] = ranges
     elif "ranges" in b:
         out["ranges"] = b["ranges"]
+    if "first_nonfinite" not in out and "first_nonfinite" in b:
+        out["first_nonfinite"] = b["first_nonfinite"]
     return out
 
 
@@ -202,10 +187,10 @@ def _refuse_compiling(what: str) -> None:
 
 
 class Stats:
-    """What a ``stats()`` block counted, read when it ends: ``table`` (``{"version": 1, "ops": [...]}``
-    holding the counts made while the block was open; ``input_dtypes``, ``output_max_abs`` and the
-    ranges' largest and smallest values are those since the process's table was last reset) and
-    ``ops`` (``{op: entry}``; an op counted under two rules keeps the one with more calls). The
+    """What a ``stats()`` block counted, read when it ends: ``table`` (``{"version": 1, "ops": [...]}``,
+    the block's own: its counts, largest values, ranges and first non-finite events, Note [a
+    block's table] in runtime/torch/insight/stats.cpp; the block's file holds the same) and ``ops``
+    (``{op: entry}``; an op counted under two rules keeps the one with more calls). The
     process-wide table is not reset, so an ``AUTOCASTGEN_STATS`` file still gets every count."""
 
     _enable = "stats_enable"
@@ -214,7 +199,7 @@ class Stats:
     def __init__(self, path: str | None, ranges: bool = False) -> None:
         self._path = path
         self._ranges = ranges
-        self._before: dict[str, Any] = {"version": 1, "ops": []}
+        self._window: int | None = None
         self.table: dict[str, Any] = {"version": 1, "ops": []}
 
     @property
@@ -233,7 +218,7 @@ class Stats:
 
     def __enter__(self) -> Stats:
         _refuse_compiling(f"autocastgen.{'record' if self._enable == 'record_enable' else 'stats'}()")
-        self._before = snapshot()
+        self._window = int(_ops().stats_window_open())
         getattr(_ops(), self._enable)()
         if self._ranges:
             _ops().ranges_enable()
@@ -243,15 +228,15 @@ class Stats:
         if self._ranges:
             _ops().ranges_disable()
         getattr(_ops(), self._disable)()  # merges this thread first
-        self.table = _difference(snapshot(), self._before)
-        if self._path is not None:
-            flush(self._path)
+        if self._window is not None:
+            window, self._window = self._window, None
+            self.table = json.loads(_ops().stats_window_close(window, self._path or ""))
 
 
 def stats(path: str | None = None, ranges: bool = False) -> Stats:
     """A context manager that counts while it is open (on every thread; other threads' counts are
-    included once they merged, see the module's doc). ``path``: also write the process-wide table
-    to this JSON file when the block ends. ``ranges``: the range record on too (autocast still
+    included once they merged, see the module's doc). ``path``: also write the block's table to
+    this JSON file when the block ends. ``ranges``: the range record on too (autocast still
     casts; each entry gets ``ranges``, docs/insight.md)."""
     return Stats(path, ranges)
 
@@ -313,3 +298,61 @@ def watch(mode: str = "warn") -> _Watch:
     if mode not in ("off", "record", "warn", "raise"):
         raise ValueError(f"autocastgen.watch: {mode!r} is not a mode (expected 'off', 'record', 'warn' or 'raise')")
     return _Watch(mode)
+
+
+class TensorBoard:
+    """Per-step autocast figures and the GradScaler's scale as TensorBoard scalars, through the
+    user's ``torch.utils.tensorboard.SummaryWriter`` (docs/insight.md, TensorBoard)::
+
+        board = autocastgen.insight.TensorBoard(SummaryWriter("runs/fp16"))
+        for step in range(steps):
+            with autocastgen.stats() as s:
+                train_step()                      # ... scaler.step(opt); scaler.update()
+            board.log(step, stats=s, scaler=scaler)
+
+    Tags (under ``autocastgen/``): ``calls/<dtype>``, ``casts``, ``cast_bytes``, ``cache_hits``,
+    ``cache_misses``, ``nonfinite`` (outputs), ``fp8/ran``, ``fp8/fell_back`` (fp8 rules only),
+    ``float16_headroom_bits`` (the least over the step's ops, when measured), ``scaler/scale``,
+    ``scaler/skipped_steps`` (so far). A step counts as skipped when the scale went down since the
+    previous ``log``, which is how GradScaler answers an inf or NaN gradient (back-off); log every
+    step, and with ``hysteresis`` > 1 (autocastgen's GradScaler) only the step that backs off shows."""
+
+    def __init__(self, writer: Any, prefix: str = "autocastgen") -> None:
+        self.writer = writer
+        self.prefix = prefix
+        self.skipped = 0
+        self._scale: float | None = None
+
+    def log(self, step: int, stats: Stats | dict[str, Any] | None = None, scaler: Any = None) -> dict[str, float]:
+        """Writes this step's scalars and returns them (tag -> value)."""
+        values: dict[str, float] = {}
+        if stats is not None:
+            table = stats.table if isinstance(stats, Stats) else stats
+            values.update(_step_figures(table["ops"]))
+        if scaler is not None and scaler.is_enabled():
+            scale = float(scaler.get_scale())
+            if self._scale is not None and scale < self._scale:
+                self.skipped += 1
+            self._scale = scale
+            values["scaler/scale"] = scale
+            values["scaler/skipped_steps"] = float(self.skipped)
+        for tag, value in values.items():
+            self.writer.add_scalar(f"{self.prefix}/{tag}", value, step)
+        return values
+
+
+def _step_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for field in ("casts", "cast_bytes", "cache_hits", "cache_misses", "nonfinite"):
+        figures[field] = float(sum(r.get(field, 0) for r in rows))
+    for row in rows:
+        for dtype, calls in row["ran_in"].items():
+            figures[f"calls/{dtype}"] = figures.get(f"calls/{dtype}", 0.0) + calls
+        if row.get("policy") == "fp8":
+            ran = sum(n for d, n in row["ran_in"].items() if d.startswith("float8"))
+            figures["fp8/ran"] = figures.get("fp8/ran", 0.0) + ran
+            figures["fp8/fell_back"] = figures.get("fp8/fell_back", 0.0) + row["calls"] - ran
+    largest = max((r["output_max_abs"] for r in rows if r.get("output_max_abs")), default=None)
+    if largest:
+        figures["float16_headroom_bits"] = math.log2(65504.0 / largest)
+    return figures

@@ -101,8 +101,9 @@ def test_attach_names_every_call_by_its_module_in_statistics_and_the_record(tmp_
     assert set(by_module) == {"0", "1.proj", "2"}
     assert by_module["0"]["ranges"]["float16_overflow"] > 0  # the one place that overflows
     assert by_module["1.proj"]["ranges"]["float16_overflow"] == 0
-    # The file is the process-wide table (the stats block above is in it too); record-only cast nothing.
-    assert by_module["0"]["ran_in"] == {"bfloat16": 1, "float32": 1}
+    # The file is the record block's own table (the stats block above is not in it, Note [a
+    # block's table]); record-only cast nothing.
+    assert by_module["0"]["ran_in"] == {"float32": 1}
 
     # The CLI's view: a row per (module, op), and by default one per op.
     by = subprocess.run([str(CLI), "stats", str(record), "--by", "module"], capture_output=True, text=True, check=True)
@@ -271,6 +272,8 @@ def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path:
     assert "typo.yaml:7:3) matches" in out["warnings"][1]
     assert out["strict"].startswith("autocastgen.attach: the ")
     assert out["after_clear"] == []
+    assert len(out["text None"]) == 1 and "(<string>:3:3) matches no module" in out["text None"][0], out
+    assert len(out["text mine.yaml"]) == 1 and "(mine.yaml:3:3) matches no module" in out["text mine.yaml"][0], out
 
 
 def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_change() -> None:

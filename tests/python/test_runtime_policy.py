@@ -11,8 +11,8 @@ cache. What is checked:
    kernel issues the same calls with the same dtypes as PyTorch's;
 3. bad calls raise RuntimeError with the CLI's message (`autocastgen check` on the equivalent
    policy file) and register nothing;
-4. replacing a kernel already on the key (PyTorch's, or an earlier runtime policy) warns once per
-   (op, key) for the whole process;
+4. replacing a kernel already on the key (PyTorch's, or an earlier runtime policy) is quiet; what
+   was replaced is said on request (AUTOCASTGEN_LOG, Python's logging);
 5. AUTOCASTGEN_POLICY=<file> loads the file with the library; a bad file ends the process with
    status 1 and the CLI's diagnostics;
 6. gradients flow through the casts, and PyTorch's cast cache is the one used.
@@ -688,13 +688,9 @@ def test_load_missing_file(tmp_path):
 
 @pytest.mark.parametrize("name", ["cpu.yaml", "cuda.yaml", "generic.yaml"])
 def test_load_shipped_policy_as_the_cli_resolves_it(name, tmp_path):
-    # cpu.yaml without mm: the once-per-(op, key) replacement warning for aten::mm on AutocastCPU
-    # is left for test_replacing_pytorch_kernel_warns_once.
     path = tmp_path / name
-    path.write_text(f"extends: {os.path.join(POLICY_DIR, name)}\n" + ("remove: [mm]\n" if name == "cpu.yaml" else ""))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        count = torch.ops.autocastgen.load_runtime_policy_file(str(path))
+    path.write_text(f"extends: {os.path.join(POLICY_DIR, name)}\n")
+    count = torch.ops.autocastgen.load_runtime_policy_file(str(path))
     if CLI:
         result = subprocess.run([CLI, "check", "--policy", str(path), "--format", "json"],
                                 capture_output=True, text=True, timeout=60, check=True)
@@ -711,42 +707,99 @@ def test_load_shipped_policy_as_the_cli_resolves_it(name, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Replacing a kernel already on the key.
 
-def test_replacing_pytorch_kernel_warns_once():
+def test_replacing_pytorch_kernel_is_quiet():
+    # Note [quiet by default] (runtime/torch/insight/log.h): replacing is what registering is for.
     a, b = torch.randn(3, 4), torch.randn(4, 2)
     assert has_kernel("aten::mm")               # PyTorch's: lower_precision_fp on CPU
     with cpu_autocast():
         assert torch.mm(a, b).dtype == BF16
-    caught = register_recording_warnings("aten::mm", "fp32")
-    assert len(caught) == 1
-    assert "the runtime policy fp32 for aten::mm on AutocastCPU replaces the kernel registered there before it" in caught[0]
+    assert register_recording_warnings("aten::mm", "fp32") == []
     with cpu_autocast():
         out = torch.mm(a.to(BF16), b)
     assert out.dtype == F32
     assert torch.equal(out, torch.mm(a.to(BF16).float(), b))
-    # the same op again (replacing the runtime policy): no second warning
+    # the same op again (replacing the runtime policy): quiet too
     assert register_recording_warnings("aten::mm", "lower_precision_fp") == []
-    assert register_recording_warnings("aten::mm", "fp32") == []
     torch.ops.autocastgen.clear_runtime_policies()
     with cpu_autocast():
         assert torch.mm(a, b).dtype == BF16     # PyTorch's kernel is back
-    # once per (op, key) for the whole process: replacing PyTorch's kernel again is not logged
-    assert register_recording_warnings("aten::mm", "fp32") == []
-    with cpu_autocast():
-        assert torch.mm(a, b).dtype == F32
 
 
-def test_replacing_a_runtime_policy_warns_once(ops):
+def test_replacing_a_runtime_policy_is_quiet(ops):
     myop = ops.define("myop(Tensor a) -> Tensor")
     name = ops.qualified("myop")
     assert register_recording_warnings(name, "lower_precision_fp") == []   # nothing to replace
-    caught = register_recording_warnings(name, "fp32")
-    assert len(caught) == 1 and f"fp32 for {name} on AutocastCPU replaces" in caught[0]
-    assert register_recording_warnings(name, "promote") == []
-    assert register_recording_warnings(name, "fp32", "cuda") == []        # another key, nothing there
-    assert len(register_recording_warnings(name, "fp32", "cuda")) == 1
+    assert register_recording_warnings(name, "promote") == []              # replaces the one above
     with cpu_autocast():
         myop(torch.randn(2, dtype=BF16))
     assert ops.last() == [BF16]                 # promote with one argument keeps its type
+
+
+# What was replaced, on request: AUTOCASTGEN_LOG on stderr, Python's logging through the package.
+REPLACING_CHILD = textwrap.dedent("""\
+    import sys, torch
+    torch.ops.load_library(sys.argv[1])
+    if sys.argv[3] == "logging":
+        import logging
+        logging.basicConfig(level=logging.DEBUG, format="%(name)s %(levelname)s %(message)s", stream=sys.stdout)
+        sys.path.insert(0, sys.argv[4])
+        import autocastgen.insight  # defines autocastgen::log_message
+    print("loaded", torch.ops.autocastgen.load_runtime_policy_file(sys.argv[2]), flush=True)
+    torch.ops.autocastgen.register_runtime_policy("aten::mm", "fp32", "cpu")
+    """)
+
+
+def replacing_child(tmp_path, mode, log=None):
+    path = tmp_path / "cpu.yaml"
+    path.write_text(f"extends: {os.path.join(POLICY_DIR, 'cpu.yaml')}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("AUTOCASTGEN_LOG", "AUTOCASTGEN_POLICY")}
+    if log is not None:
+        env["AUTOCASTGEN_LOG"] = log
+    package = os.path.join(os.path.dirname(os.path.dirname(LIB)), "python")
+    result = subprocess.run([sys.executable, "-W", "always", "-c", REPLACING_CHILD, LIB, str(path), mode, package],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = int(result.stdout.split("loaded ", 1)[1].split()[0])
+    return result, path, loaded
+
+
+def test_replacing_says_nothing_by_default(tmp_path):
+    result, _, loaded = replacing_child(tmp_path, "plain")
+    assert loaded > 100
+    assert "autocastgen" not in result.stderr and "Warning" not in result.stderr
+
+
+def test_replacing_on_request_from_the_environment(tmp_path):
+    result, path, loaded = replacing_child(tmp_path, "plain", log="info")
+    # PyTorch registers AutocastCPU kernels for most of cpu.yaml: said once, how many and from where.
+    (summary,) = [line for line in result.stderr.splitlines() if line.startswith("autocastgen: ")][:1]
+    found = re.fullmatch(rf"autocastgen: \S*{re.escape(path.name)}: (\d+) of {loaded} runtime policies replace the "
+                         r"kernels registered on AutocastCPU before them \(PyTorch's, a generated library's or an "
+                         r"earlier runtime policy's\); AUTOCASTGEN_LOG=debug lists them", summary)
+    assert found, summary
+    replaced = int(found.group(1))
+    assert 0 < replaced <= loaded
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2, lines  # the file's line and register_runtime_policy's, nothing per op
+    assert lines[1] == ("autocastgen: register_runtime_policy: 1 of 1 runtime policies replace the kernels "
+                        "registered on AutocastCPU before them (PyTorch's, a generated library's or an earlier "
+                        "runtime policy's); AUTOCASTGEN_LOG=debug lists them")
+    debug, _, _ = replacing_child(tmp_path, "plain", log="debug")
+    per_op = [line for line in debug.stderr.splitlines() if "replaces the kernel registered there before it" in line]
+    assert len(per_op) == replaced + 1
+    assert ("autocastgen: the runtime policy fp32 for aten::mm on AutocastCPU replaces the kernel registered there "
+            "before it") in per_op
+
+
+def test_replacing_on_request_through_python_logging(tmp_path):
+    result, path, loaded = replacing_child(tmp_path, "logging")
+    assert "Warning" not in result.stderr
+    info = [line for line in result.stdout.splitlines() if line.startswith("autocastgen INFO ")]
+    debug = [line for line in result.stdout.splitlines() if line.startswith("autocastgen DEBUG ")]
+    assert len(info) == 2 and re.match(rf"autocastgen INFO \S*{re.escape(path.name)}: \d+ of {loaded} ", info[0])
+    assert len(debug) == int(info[0].split(": ", 1)[1].split()[0]) + 1
+    assert debug[-1] == ("autocastgen DEBUG the runtime policy fp32 for aten::mm on AutocastCPU replaces the kernel "
+                         "registered there before it")
 
 
 # ---------------------------------------------------------------------------------------------

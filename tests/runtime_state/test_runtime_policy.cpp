@@ -249,8 +249,9 @@ class CapturedWarnings : public c10::WarningHandler {
 };
 
 // The shipped cpu policy's generated library is loaded; a runtime policy replaces its wrapper for
-// one op (logged once), and clearing the runtime policy brings the wrapper back.
-TEST_F(RuntimePolicy, ReplacesAGeneratedWrapperAndLogsItOnce) {
+// one op (quietly: Note [quiet by default] in insight/log.h), and clearing the runtime policy brings
+// the wrapper back.
+TEST_F(RuntimePolicy, ReplacesAGeneratedWrapperQuietly) {
 #ifndef AUTOCASTGEN_CPU_LIBRARY
   GTEST_SKIP() << "this build has no generated cpu library (sanitizer presets build the runtime only)";
 #else
@@ -267,8 +268,8 @@ TEST_F(RuntimePolicy, ReplacesAGeneratedWrapperAndLogsItOnce) {
     register_runtime_policy("aten::mm", "fp32", "cpu");
     size_t ours = 0;
     for (const std::string& message : warnings.messages)
-      if (message.find("autocastgen: the runtime policy") != std::string::npos) ++ours;
-    EXPECT_EQ(ours, 1u) << "replacing is logged once per op and key";
+      if (message.find("autocastgen") != std::string::npos) ++ours;
+    EXPECT_EQ(ours, 0u) << "replacing a kernel is what loading a policy is for: no warning";
   }
   EXPECT_EQ(at::mm(x.to(at::kBFloat16), y).scalar_type(), at::kFloat);
   EXPECT_STREQ(trace.last_op, "aten::mm") << "the runtime-policy kernel ran";

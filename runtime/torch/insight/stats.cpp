@@ -94,12 +94,40 @@ namespace {
 // (autocastgen/runtime/modules.h; 0 outside every module), printed as `"module"`.
 using Key = std::tuple<std::string, Policy, uint32_t>;
 
-// The process-wide table and the switches' enable counts. Leaked: threads and the exit handler
-// merge into it during shutdown.
-struct Global {
-  std::mutex mutex;
+// Note [events in the file]: a row's first non-finite event (the watch's message and the user's
+// line), so that a file names where each op first went non-finite, not only the process's first.
+// Kept when the watch is on (any mode but off), at the event: at most one Python call per row.
+struct Event {
+  std::string message;
+  std::string line;
+};
+
+// A table: counts per (op, rule, module), those of compiled graphs, first events.
+struct Table {
   std::map<Key, OpCounters> ops;
   std::map<Key, uint64_t> compiled_calls;  // of ops' calls, those a compiled graph made (traced.cpp)
+  std::map<Key, Event> events;
+
+  void clear() {
+    ops.clear();
+    compiled_calls.clear();
+    events.clear();
+  }
+};
+
+// The process-wide table and the switches' enable counts. Leaked: threads and the exit handler
+// merge into it during shutdown.
+//
+// Note [a block's table]: a stats() or record() block opens a window: a table of its own that
+// every merge adds to while it is open, beside the process-wide one. Its file and its `table` are
+// that window, so a block holds the counts, the extremes and the events of its own time, nested
+// or in sequence, never rows counted before it (a difference of two snapshots gave the counts but
+// not the maxima, and `record(path)` wrote the process's whole table). A thread merges before a
+// window opens and when it closes; another thread's counts land in the windows open when it merges.
+struct Global : Table {
+  std::mutex mutex;
+  std::map<int64_t, Table> windows;
+  int64_t next_window = 1;
   int env_enables = 0;       // AUTOCASTGEN_STATS, AUTOCASTGEN_RECORD
   int explicit_enables = 0;  // enable()
   int range_enables = 0;
@@ -215,10 +243,14 @@ struct ThreadTable {
     Global& table = global();
     const std::lock_guard<std::mutex> lock(table.mutex);
     if (epoch == g_epoch.load(std::memory_order_relaxed)) {
-      for (const Entry& entry : entries)
-        if (entry.counters.calls != 0) table.ops[{entry.op, entry.policy, entry.module}].add(entry.counters);
-      for (const Entry& entry : entries)
-        if (entry.compiled_calls != 0) table.compiled_calls[{entry.op, entry.policy, entry.module}] += entry.compiled_calls;
+      const auto add = [this](Table& into) {
+        for (const Entry& entry : entries)
+          if (entry.counters.calls != 0) into.ops[{entry.op, entry.policy, entry.module}].add(entry.counters);
+        for (const Entry& entry : entries)
+          if (entry.compiled_calls != 0) into.compiled_calls[{entry.op, entry.policy, entry.module}] += entry.compiled_calls;
+      };
+      add(table);
+      for (auto& [id, window] : table.windows) add(window);
     }
     zero();
     epoch = g_epoch.load(std::memory_order_relaxed);
@@ -302,7 +334,9 @@ std::string ranges_json(const Ranges& r) {
          ", \"bfloat16_underflow\": " + std::to_string(r.bfloat16_underflow) + "}";
 }
 
-std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, uint64_t>& compiled_calls) {
+std::string to_json(const Table& table) {
+  const std::map<Key, OpCounters>& ops = table.ops;
+  const std::map<Key, uint64_t>& compiled_calls = table.compiled_calls;
   std::vector<const std::pair<const Key, OpCounters>*> sorted;
   sorted.reserve(ops.size());
   for (const auto& op : ops) sorted.push_back(&op);
@@ -353,6 +387,9 @@ std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, ui
     if (const auto compiled = compiled_calls.find(op->first); compiled != compiled_calls.end() && compiled->second != 0)
       out += ", \"compiled_calls\": " + std::to_string(compiled->second) +
              ", \"eager_only\": [\"cache_hits\", \"cache_misses\", \"cache_evictions\"]";
+    if (const auto event = table.events.find(op->first); event != table.events.end())  // Note [events in the file]
+      out += ", \"first_nonfinite\": {\"message\": " + json_string(event->second.message) +
+             ", \"line\": " + json_string(event->second.line) + "}";
     out += "}";
   }
   out += first ? "]}\n" : "\n]}\n";
@@ -362,7 +399,7 @@ std::string to_json(const std::map<Key, OpCounters>& ops, const std::map<Key, ui
 std::string snapshot_locked() {
   Global& table = global();
   const std::lock_guard<std::mutex> lock(table.mutex);
-  return to_json(table.ops, table.compiled_calls);
+  return to_json(table);
 }
 
 // Writes `text` to `path` through a temporary file renamed into place; the reason on failure.
@@ -591,8 +628,8 @@ void reset() {
   {
     Global& table = global();
     const std::lock_guard<std::mutex> lock(table.mutex);
-    table.ops.clear();
-    table.compiled_calls.clear();
+    table.clear();
+    for (auto& [id, window] : table.windows) window.clear();
     g_epoch.fetch_add(1, std::memory_order_relaxed);
   }
   detail::reset_watch_events();
@@ -616,6 +653,57 @@ bool flush(const std::string& path) {
   }
   return true;
 }
+
+bool detail::wants_event(const char* op, Policy policy, uint32_t module) {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  const Key key{op, policy, module};
+  if (!table.events.contains(key)) return true;
+  for (const auto& [id, window] : table.windows)
+    if (!window.events.contains(key)) return true;
+  return false;
+}
+
+void detail::record_event(const char* op, Policy policy, uint32_t module, const std::string& message,
+                          const std::string& line) {
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  const Key key{op, policy, module};
+  table.events.try_emplace(key, Event{message, line});
+  for (auto& [id, window] : table.windows) window.events.try_emplace(key, Event{message, line});
+}
+
+namespace {
+
+// Note [a block's table]: the calling thread's earlier counts go to the process's table only.
+int64_t open_window() {
+  merge_thread();
+  Global& table = global();
+  const std::lock_guard<std::mutex> lock(table.mutex);
+  const int64_t id = table.next_window++;
+  table.windows.emplace(id, Table{});
+  return id;
+}
+
+// The window's table as JSON, closed; written to `path` too when one is given (a failure warns).
+std::string close_window(int64_t id, const std::string& path) {
+  merge_thread();
+  std::string text;
+  {
+    Global& table = global();
+    const std::lock_guard<std::mutex> lock(table.mutex);
+    const auto window = table.windows.find(id);
+    TORCH_CHECK_VALUE(window != table.windows.end(), "autocastgen: no open statistics block ", id);
+    text = to_json(window->second);
+    table.windows.erase(window);
+  }
+  if (!path.empty())
+    if (const std::string error = write_file(path, text); !error.empty())
+      TORCH_WARN("autocastgen: could not write the statistics to '", path, "': ", error);
+  return text;
+}
+
+}  // namespace
 
 StatsScope::StatsScope() { enable(); }
 
@@ -672,6 +760,10 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("stats_reset() -> ()", [] { autocastgen::stats::reset(); });
   m.def("stats_flush(str path=\"\") -> bool", [](const std::string& path) { return autocastgen::stats::flush(path); });
   m.def("stats_path() -> str", [] { return autocastgen::stats::env_path(); });
+  // Note [a block's table]: stats() and record() blocks.
+  m.def("stats_window_open() -> int", [] { return autocastgen::stats::open_window(); });
+  m.def("stats_window_close(int id, str path=\"\") -> str",
+        [](int64_t id, const std::string& path) { return autocastgen::stats::close_window(id, path); });
   // The non-finite watch, the range record and record-only mode (watch.h).
   m.def("finite_set_mode(str mode) -> str", [](const std::string& mode) {
     const std::optional<autocastgen::stats::FiniteMode> parsed = autocastgen::stats::parse_finite_mode(mode);

@@ -146,8 +146,11 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
   std::unique_lock<std::mutex> lock(state.mutex);
   const bool first = state.first.empty();
   const bool warn = mode == FiniteMode::warn && state.warned.insert(site.op).second;
-  if (!first && !warn && mode != FiniteMode::raise) return;
   lock.unlock();  // the user's line takes the GIL: never while holding our lock
+  // Note [events in the file] in stats.cpp: each row keeps its first event too.
+  const uint32_t module = t_traced_module >= 0 ? static_cast<uint32_t>(t_traced_module) : modules::current_path_id();
+  const bool row_first = detail::wants_event(site.op, policy, module);
+  if (!first && !warn && !row_first && mode != FiniteMode::raise) return;
 
   const bool nan = std::isnan(bounds[0]) || std::isnan(bounds[1]);
   const std::string rank = detail::rank_from_env();  // which rank of a distributed job saw it
@@ -167,7 +170,9 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
     }
   }
   if (const std::optional<std::string> module = running_module()) message += "; in module '" + *module + "'";
-  if (const std::string line = user_line(); !line.empty()) message += "; called from " + line;
+  const std::string line = user_line();
+  if (!line.empty()) message += "; called from " + line;
+  if (row_first) detail::record_event(site.op, policy, module, message, line);
 
   lock.lock();
   if (state.first.empty()) state.first = message;

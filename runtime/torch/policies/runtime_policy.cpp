@@ -33,6 +33,7 @@
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/torch/policy_call.h"
 #include "boxed_args.h"
+#include "insight/log.h"
 #include "model/schema_set.h"
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
@@ -398,10 +399,18 @@ class Registry {
     return *registry;
   }
 
-  // Installs every spec, or replaces the policy of an op that has one, under one lock.
-  void install(std::vector<KernelSpec> specs) {
+  // Installs every spec, or replaces the policy of an op that has one, under one lock. Returns
+  // one line per spec that replaced a kernel already on its key (Note [quiet by default]).
+  std::vector<std::string> install(std::vector<KernelSpec> specs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (KernelSpec& spec : specs) install_locked(std::move(spec));
+    std::vector<std::string> replaced;
+    for (KernelSpec& spec : specs) {
+      if (spec.handle.hasKernelForDispatchKey(spec.key))
+        replaced.push_back(c10::str("the runtime policy ", policies_of(spec), " for ", spec.op, " on ", spec.key,
+                                    " replaces the kernel registered there before it"));
+      install_locked(std::move(spec));
+    }
+    return replaced;
   }
 
   bool contains(const std::string& op, c10::DispatchKey key) {
@@ -435,10 +444,6 @@ class Registry {
 
   void install_locked(KernelSpec spec) {
     const Id id{spec.op, spec.key};
-    if (spec.handle.hasKernelForDispatchKey(spec.key) && logged_.insert(id).second)
-      TORCH_WARN("autocastgen: the runtime policy ", policies_of(spec), " for ", spec.op, " on ", spec.key,
-                 " replaces the kernel registered there before it (a generated wrapper, PyTorch's or an earlier "
-                 "runtime policy)");
     if (const auto it = installed_.find(id); it != installed_.end()) {
       it->second.patterns = std::move(spec.patterns);
       it->second.kernel->replace(std::move(spec));
@@ -458,9 +463,11 @@ class Registry {
   std::mutex mutex_;
   std::map<Id, Installed> installed_;
   std::vector<c10::intrusive_ptr<c10::OperatorKernel>> kept_;
-  std::set<Id> logged_;
   std::map<c10::DeviceType, std::unique_ptr<modules::Sections>> sections_;
 };
+
+// True while AUTOCASTGEN_POLICY loads, as this library loads: nothing may call into Python then.
+bool g_loading_environment_policy = false;
 
 // Installs every entry of a resolved policy; all are looked up before the first is installed, so
 // a failed lookup registers nothing. Returns the number installed.
@@ -486,7 +493,18 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
     Registry::get().install_sections(device, std::make_unique<modules::Sections>(device, owner, std::move(rules), modules::Sections::OnConflict::raise));
   }
   const size_t count = specs.size();
-  Registry::get().install(std::move(specs));
+  const std::string key = specs.empty() ? std::string() : c10::str(specs.front().key);
+  const std::vector<std::string> replaced = Registry::get().install(std::move(specs));
+  // Note [quiet by default] in insight/log.h: said once per load, the ops on request.
+  if (!replaced.empty()) {
+    const bool to_python = !g_loading_environment_policy;
+    insight_log::log(insight_log::Level::info,
+                     c10::str(owner, ": ", replaced.size(), " of ", count, " runtime policies replace the kernels ",
+                              "registered on ", key, " before them (PyTorch's, a generated library's or an earlier ",
+                              "runtime policy's); AUTOCASTGEN_LOG=debug lists them"),
+                     to_python);
+    for (const std::string& line : replaced) insight_log::log(insight_log::Level::debug, line, to_python);
+  }
   return count;
 }
 
@@ -596,7 +614,9 @@ const bool environment_policy_loaded = [] {
   const char* path = std::getenv("AUTOCASTGEN_POLICY");
   if (path == nullptr || *path == '\0') return false;
   try {
+    g_loading_environment_policy = true;
     const size_t count = load_runtime_policy_file(path);
+    g_loading_environment_policy = false;
     std::fprintf(stderr, "autocastgen: AUTOCASTGEN_POLICY=%s: %zu runtime policies registered\n", path, count);
   } catch (const c10::Error& error) {
     std::fprintf(stderr, "%s\n", error.what_without_backtrace());

@@ -1,0 +1,58 @@
+// `autocastgen report FILE.json [FILE2.json] -o report.html`: one self-contained HTML page from a
+// statistics file, or what changed between two (docs/report.md). The page is made once, by the
+// Python package (autocastgen/reporter/), which this verb runs as `python -m autocastgen.reporter`
+// with the interpreter and the package beside the CLI, as `advise` does (Note [advise runs the
+// package] in verb_advise.cpp): `autocastgen.report(...)` and this verb write the same page and
+// refuse the same files with the same located errors.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/verbs.h"
+#include "host/python.h"
+
+namespace autocastgen::cli {
+
+namespace {
+
+struct ReportOptions {
+  std::vector<std::string> files;
+  std::string output;
+  std::string title;
+};
+
+int run_report(const ReportOptions& options) {
+  std::string why_not;
+  const auto root = own_python_package_root("reporter/__main__", why_not);  // the file it must find
+  if (!root) {
+    std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
+    return 1;
+  }
+  std::vector<std::string> args = options.files;
+  args.insert(args.end(), {"-o", options.output});
+  if (!options.title.empty()) args.insert(args.end(), {"--title", options.title});
+  const int status = run_python_module(*root, "autocastgen.reporter", args, why_not);
+  if (!why_not.empty()) std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
+  return status;
+}
+
+}  // namespace
+
+VerbRunner add_report_verb(CLI::App& app) {
+  auto options = std::make_shared<ReportOptions>();
+  CLI::App* verb = app.add_subcommand(
+      "report", "One self-contained HTML page from a statistics file (module tree by dtype, sortable tables, "
+                "float16 headroom, non-finite events), or what changed between two (docs/report.md)");
+  verb->add_option("FILES", options->files, "One or two statistics files (AUTOCASTGEN_STATS, autocastgen.stats(path), "
+                                             "autocastgen.record(path))")
+      ->required()
+      ->expected(1, 2);
+  verb->add_option("-o,--output", options->output, "The HTML file to write")->required();
+  verb->add_option("--title", options->title, "The page's title (default: the files' names)");
+  return [options] { return run_report(*options); };
+}
+
+}  // namespace autocastgen::cli

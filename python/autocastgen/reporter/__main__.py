@@ -1,0 +1,36 @@
+"""``python -m autocastgen.reporter FILE.json [FILE2.json] -o report.html``: the report as
+``autocastgen report`` runs it (codegen/cli/verb_report.cpp; docs/report.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autocastgen.reporter import ReportError, report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="autocastgen report",
+                                     description="One self-contained HTML page from a statistics file, or what "
+                                                 "changed between two (docs/report.md).")
+    parser.add_argument("files", nargs="+", metavar="FILE.json", help="one or two statistics files")
+    parser.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    parser.add_argument("--title", help="the page's title (default: the files' names)")
+    options = parser.parse_args(argv)
+    if len(options.files) > 2:
+        parser.error(f"one or two statistics files, got {len(options.files)}")
+    try:
+        out = report(*options.files, output=options.output, title=options.title)
+    except ReportError as error:
+        sys.stderr.write(str(error))
+        sys.stderr.write(f"autocastgen: {error.count} error{'s' if error.count != 1 else ''}; no report written\n")
+        return 1
+    except OSError as error:
+        sys.stderr.write(f"autocastgen: error: cannot write '{options.output}': {error.strerror}\n")
+        return 1
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

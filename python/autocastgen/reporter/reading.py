@@ -1,0 +1,404 @@
+"""Reading statistics files for the report: every problem as ``file:line:col: error: ...`` with the
+source line and a caret, as ``autocastgen stats`` reports it (codegen/cli/verb_stats.cpp).
+
+Note [located JSON errors]: the file is parsed with the json module's C parser, which is fast but
+keeps no positions. Only when a check fails is it parsed again with the module's pure-Python
+scanner, told to note where each object and array starts and ends, and the checks run once more
+to place each error: a good file pays nothing for the locations. The checks and their messages
+are the stats verb's (Note [reading a statistics file] there), so the two commands agree about a
+file; a file is refused as a whole when any entry is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import json.decoder
+import json.scanner
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Diagnostic", "ReadError", "read_stats"]
+
+_MAX_SHOWN = 20  # diagnostics printed per file; the count says how many there were
+_LONG_LINE = 400  # characters: a longer source line is shown around its column
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One error or note: where (a character offset into the file's text, or None) and what."""
+
+    severity: str
+    offset: int | None
+    message: str
+    length: int = 1
+
+
+class ReadError(ValueError):
+    """A file that is not a readable statistics file; ``str()`` is the located diagnostics."""
+
+    def __init__(self, text: str, count: int) -> None:
+        super().__init__(text)
+        self.count = count
+
+
+class _Source:
+    """A file's text, turning offsets into ``line:col`` (1-based, columns in bytes as the CLI counts)."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.text = text
+        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def format(self, d: Diagnostic) -> str:
+        if d.offset is None:
+            return f"autocastgen: {d.severity}: {d.message}\n"
+        import bisect
+
+        line = bisect.bisect_right(self._starts, d.offset) - 1
+        start = self._starts[line]
+        end = self.text.find("\n", start)
+        source = self.text[start:] if end < 0 else self.text[start:end]
+        before = source[: d.offset - start]
+        column = len(before.encode("utf-8")) + 1
+        # A long line (a minified or noisy file) is shown around the column only.
+        left = max(0, len(before) - 100) if len(source) > _LONG_LINE else 0
+        right = len(before) + 100 if len(source) > _LONG_LINE else len(source)
+        shown = ("..." if left else "") + source[left:right] + ("..." if len(source) > right else "")
+        pad = ("..." if left else "") + "".join("\t" if c == "\t" else " " for c in before[left:])
+        shown = "".join("?" if (ord(c) < 0x20 and c != "\t") or c == "\x7f" else c for c in shown)
+        room = max(0, len(source) - len(before) - 1)
+        caret = "^" + "~" * min(d.length - 1, room)
+        return f"{self.name}:{line + 1}:{column}: {d.severity}: {d.message}\n{shown}\n{pad}{caret}\n"
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return "a scalar"
+
+
+class _Spans:
+    """Where each object and array of a parse starts and ends (Note [located JSON errors])."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spans: dict[int, tuple[int, int]] = {}
+        decoder = json.JSONDecoder()
+        spans = self.spans
+
+        def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
+            value, end = json.decoder.JSONObject(s_and_end, *args)
+            spans[id(value)] = (s_and_end[1] - 1, end)
+            return value, end
+
+        def parse_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[Any, int]:
+            value, end = json.decoder.JSONArray(s_and_end, scan_once)
+            spans[id(value)] = (s_and_end[1] - 1, end)
+            return value, end
+
+        decoder.parse_object = parse_object  # type: ignore[assignment]
+        decoder.parse_array = parse_array  # type: ignore[assignment]
+        decoder.memo = {}  # type: ignore[attr-defined]
+        decoder.scan_once = json.scanner.py_make_scanner(decoder)
+        self.root = decoder.decode(text)
+
+    def start(self, container: Any) -> int:
+        return self.spans[id(container)][0]
+
+    def member(self, obj: dict[str, Any], key: str) -> tuple[int, int]:
+        """The offset and source length of ``obj[key]``'s value (its text as written)."""
+        start, end = self.spans[id(obj)]
+        found = re.compile(r'"' + re.escape(key) + r'"\s*:\s*').search(self.text, start, end)
+        if found is None:
+            return start, 1
+        value = obj[key]
+        if isinstance(value, (dict, list)):
+            return found.end(), 1
+        token = json.decoder.scanstring(self.text, found.end() + 1)[1] - found.end() if isinstance(value, str) else 0
+        if not token:
+            match = re.compile(r"[^,}\]\s]+").match(self.text, found.end())
+            token = len(match.group(0)) if match else 1
+        return found.end(), token
+
+    def item(self, array: list[Any], index: int) -> int:
+        value = array[index]
+        if isinstance(value, (dict, list)):
+            return self.spans[id(value)][0]
+        # A scalar entry: the index-th value after the '[' (scalars in 'ops' are rare: scan for it).
+        decoder = json.JSONDecoder()
+        position = self.spans[id(array)][0] + 1
+        for i in range(index + 1):
+            position = json.decoder.WHITESPACE.match(self.text, position).end()
+            if i == index:
+                return position
+            position = decoder.raw_decode(self.text, position)[1]
+            position = json.decoder.WHITESPACE.match(self.text, position).end() + 1  # the ','
+        return position
+
+
+_Locate = Callable[..., tuple[int | None, int]]
+
+
+def _no_place(*_: Any) -> tuple[None, int]:
+    return None, 1
+
+
+class _Checker:
+    """The stats verb's checks (StatsReader in codegen/cli/verb_stats.cpp), over parsed JSON."""
+
+    def __init__(self, spans: _Spans | None) -> None:
+        self.spans = spans
+        self.found: list[Diagnostic] = []
+
+    # --- places ---
+    def _at_member(self, obj: dict[str, Any], key: str) -> tuple[int | None, int]:
+        return self.spans.member(obj, key) if self.spans else (None, 1)
+
+    def _at(self, container: Any) -> int | None:
+        return self.spans.start(container) if self.spans else None
+
+    def error(self, place: tuple[int | None, int], message: str) -> bool:
+        self.found.append(Diagnostic("error", place[0], message, place[1]))
+        return False
+
+    def _found(self, obj: dict[str, Any], key: str) -> str:
+        value = obj[key]
+        if isinstance(value, (dict, list)) or value is None:
+            return _describe(value)
+        if isinstance(value, str):
+            return f"'{value}'"
+        if self.spans:
+            start, length = self.spans.member(obj, key)
+            return f"'{self.spans.text[start:start + length]}'"
+        return f"'{json.dumps(value)}'"
+
+    # --- values ---
+    def integer(self, obj: dict[str, Any], key: str, what: str) -> bool:
+        value = obj[key]
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return True
+        return self.error(self._at_member(obj, key), f"{what} must be a non-negative integer, found {self._found(obj, key)}")
+
+    def count(self, obj: dict[str, Any], key: str, needed: bool) -> bool:
+        if key not in obj:
+            if needed:
+                self.error((self._at(obj), 1), f"missing member '{key}'")
+            return not needed
+        return self.integer(obj, key, f"'{key}'")
+
+    def magnitude(self, obj: dict[str, Any], key: str) -> bool:
+        value = obj.get(key)
+        if value is None:
+            return True
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+            return True
+        return self.error(self._at_member(obj, key),
+                          f"'{key}' must be a non-negative number or null, found {self._found(obj, key)}")
+
+    # --- the file ---
+    def run(self, root: Any) -> None:
+        if not isinstance(root, dict) or "version" not in root or "ops" not in root:
+            found = "an object without them" if isinstance(root, dict) else _describe(root)
+            place = (self._at(root) if isinstance(root, (dict, list)) else (0 if self.spans else None), 1)
+            self.error(place, "not an autocastgen statistics file: expected an object with 'version' and 'ops' "
+                              f"(as AUTOCASTGEN_STATS writes), found {found}")
+            return
+        version = root["version"]
+        if not (isinstance(version, int) and not isinstance(version, bool) and version == 1):
+            shown = self._found(root, "version") if not isinstance(version, (dict, list)) else _describe(version)
+            self.error((self._at_member(root, "version")[0], 1),
+                       f"unsupported statistics file version {shown} (this autocastgen reads version 1)")
+            return
+        ops = root["ops"]
+        if not isinstance(ops, list):
+            self.error((self._at_member(root, "ops")[0], 1), f"'ops' must be an array of objects, found {_describe(ops)}")
+            return
+        seen: dict[tuple[str, str, bool, str], int] = {}
+        for index, item in enumerate(ops):
+            if not (self.spans is None and _plain_entry(item)) and not self.entry(ops, index, item):
+                continue
+            key = (item["op"], item.get("policy", ""), "module" in item, item.get("module", ""))
+            if key in seen:
+                rule = f" ({item['policy']})" if item.get("policy") else ""
+                module = f" in module '{item['module']}'" if "module" in item else ""
+                self.error((self._at(item), 1), f"'{item['op']}'{rule}{module} is listed twice")
+                first = ops[seen[key]]
+                self.found.append(Diagnostic("note", self._at(first), "first listed here"))
+                continue
+            seen[key] = index
+
+    def entry(self, ops: list[Any], index: int, item: Any) -> bool:
+        if not isinstance(item, dict):
+            place = self.spans.item(ops, index) if self.spans else None
+            return self.error((place, 1), "each entry of 'ops' must be an object with 'op' and 'calls', "
+                                          f"found {_describe(item)}")
+        ok = True
+        name = item.get("op")
+        if "op" not in item:
+            ok = self.error((self._at(item), 1), "missing member 'op'")
+        elif not isinstance(name, str) or not name:
+            ok = self.error((self._at_member(item, "op")[0], 1),
+                            f"'op' must be an op name such as \"aten::linear\", found {_describe(name) if not isinstance(name, str) else repr(name)}")
+        if "policy" in item and not isinstance(item["policy"], str):
+            ok = self.error(self._at_member(item, "policy"), "'policy' must be a string")
+        if "module" in item and not isinstance(item["module"], str):
+            ok = self.error(self._at_member(item, "module"),
+                            f"'module' must be a module path string, found {_describe(item['module'])}")
+        ok = self.count(item, "calls", True) and ok
+        if "ran_in" not in item:
+            ok = self.error((self._at(item), 1), "missing member 'ran_in'")
+        elif not isinstance(item["ran_in"], dict):
+            ok = self.error((self._at_member(item, "ran_in")[0], 1),
+                            f"'ran_in' must be an object of dtype name to calls, found {_describe(item['ran_in'])}")
+        else:
+            for dtype in item["ran_in"]:
+                ok = self.integer(item["ran_in"], dtype, f"'ran_in' of '{dtype}'") and ok
+        for key, needed in (("casts", True), ("cast_bytes", True), ("cache_hits", True), ("cache_misses", False),
+                            ("cache_evictions", False), ("compiled_calls", False), ("outputs_checked", False),
+                            ("nonfinite", False)):
+            ok = self.count(item, key, needed) and ok
+        ok = self.magnitude(item, "output_max_abs") and ok
+        if "ranges" in item:
+            ranges = item["ranges"]
+            if not isinstance(ranges, dict):
+                ok = self.error((self._at_member(item, "ranges")[0], 1), f"'ranges' must be an object, found {_describe(ranges)}")
+            else:
+                ok = self.count(ranges, "calls", True) and ok
+                for key in ("input_max_abs", "input_min_abs", "output_max_abs", "output_min_abs"):
+                    ok = self.magnitude(ranges, key) and ok
+                for key in ("output_elements", "float16_overflow", "float16_underflow", "bfloat16_overflow",
+                            "bfloat16_underflow"):
+                    ok = self.count(ranges, key, True) and ok
+        event = item.get("first_nonfinite")
+        if event is not None and not (isinstance(event, dict) and isinstance(event.get("message"), str)
+                                      and isinstance(event.get("line", ""), str)):
+            ok = self.error((self._at_member(item, "first_nonfinite")[0], 1),
+                            "'first_nonfinite' must be an object with a 'message' string")
+        return ok
+
+
+_NEEDED = ("calls", "casts", "cast_bytes", "cache_hits")
+_OPTIONAL = ("cache_misses", "cache_evictions", "compiled_calls", "outputs_checked", "nonfinite")
+_RANGE_NEEDED = ("calls", "output_elements", "float16_overflow", "float16_underflow", "bfloat16_overflow",
+                 "bfloat16_underflow")
+_RANGE_MAGNITUDES = ("input_max_abs", "input_min_abs", "output_max_abs", "output_min_abs")
+
+
+def _count_ok(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _magnitude_ok(value: Any) -> bool:
+    return value is None or (type(value) in (int, float) and 0 <= value < math.inf)
+
+
+def _plain_entry(item: Any) -> bool:
+    """An entry as the runtime writes it, checked quickly: True when _Checker.entry would find
+    nothing (False sends it to entry(), which says what is wrong). A 100k-row file is read in
+    about a second instead of three."""
+    if type(item) is not dict:
+        return False
+    op, ran_in = item.get("op"), item.get("ran_in")
+    if type(op) is not str or not op or type(ran_in) is not dict:
+        return False
+    if type(item.get("policy", "")) is not str or type(item.get("module", "")) is not str:
+        return False
+    get = item.get
+    if not all(_count_ok(get(k)) for k in _NEEDED) or not all(_count_ok(get(k, 0)) for k in _OPTIONAL):
+        return False
+    if not all(_count_ok(v) for v in ran_in.values()) or not _magnitude_ok(get("output_max_abs")):
+        return False
+    ranges = get("ranges")
+    if ranges is not None:
+        if type(ranges) is not dict or not all(_count_ok(ranges.get(k)) for k in _RANGE_NEEDED):
+            return False
+        if not all(_magnitude_ok(ranges.get(k)) for k in _RANGE_MAGNITUDES):
+            return False
+    event = get("first_nonfinite")
+    return event is None or (type(event) is dict and type(event.get("message")) is str
+                             and type(event.get("line", "")) is str)
+
+
+def _unclosed(text: str, end: int) -> int | None:
+    """The offset of the innermost '[' or '{' still open at ``end`` (strings skipped)."""
+    stack: list[int] = []
+    for match in re.finditer(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', text[:end]):
+        token = match.group(0)
+        if token in "[{":
+            stack.append(match.start())
+        elif token in "]}" and stack:
+            stack.pop()
+    return stack[-1] if stack else None
+
+
+def _syntax(text: str, error: json.JSONDecodeError) -> list[Diagnostic]:
+    if not text.strip():
+        return [Diagnostic("error", 0, "the file is empty: not an autocastgen statistics file")]
+    end = len(text.rstrip())
+    in_last_string = error.msg.startswith("Unterminated string") and '"' not in text[error.pos + 1:]
+    if error.pos >= end or in_last_string:
+        found = [Diagnostic("error", max(end - 1, 0),
+                            "invalid JSON: the file ends before its JSON does (a file cut short?)")]
+        opened = _unclosed(text, end)
+        if opened is not None:
+            found.append(Diagnostic("note", opened, f"the '{text[opened]}' that is not closed"))
+        return found
+    return [Diagnostic("error", error.pos, f"invalid JSON: {error.msg}")]
+
+
+def read_stats(path: str | Path) -> dict[str, Any]:
+    """The statistics file at ``path``, checked as ``autocastgen stats`` checks it. Raises
+    :class:`ReadError` with the located diagnostics."""
+    name = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise ReadError(f"autocastgen: error: cannot read '{name}': {error.strerror}\n", 1) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        text = data[: error.start].decode("utf-8") + "\ufffd" + data[error.start + 1:].decode("utf-8", "replace")
+        return _fail(_Source(name, text), [Diagnostic(
+            "error", len(data[: error.start].decode("utf-8")),
+            f"byte 0x{data[error.start]:02X} is not UTF-8; statistics files must be UTF-8")])
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    source = _Source(name, text)
+    nul = text.find("\0")
+    if nul >= 0:
+        return _fail(source, [Diagnostic("error", nul, "NUL byte; JSON text cannot hold control characters")])
+    try:
+        root = json.loads(text)
+    except json.JSONDecodeError as error:
+        return _fail(source, _syntax(text, error))
+    except RecursionError:
+        return _fail(source, [Diagnostic("error", 0, "invalid JSON: nested too deeply")])
+    checker = _Checker(None)
+    checker.run(root)
+    if checker.found:  # Note [located JSON errors]: again, with places
+        checker = _Checker(_Spans(text))
+        checker.run(checker.spans.root)
+        return _fail(source, checker.found)
+    return root
+
+
+def _fail(source: _Source, found: list[Diagnostic]) -> Any:
+    errors = sum(d.severity == "error" for d in found)
+    shown, printed = [], 0
+    for d in found:
+        if d.severity == "error":
+            printed += 1
+        if printed > _MAX_SHOWN:
+            break
+        shown.append(source.format(d))
+    if printed > _MAX_SHOWN:
+        shown.append(f"autocastgen: ... and {errors - _MAX_SHOWN} more errors in {source.name}\n")
+    raise ReadError("".join(shown), errors)

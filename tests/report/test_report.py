@@ -1,0 +1,329 @@
+"""autocastgen report (docs/report.md) without a browser: the numbers on the page against the
+statistics file's, the module tree, the float16 headroom chart and the advisor's places, the
+non-finite events, two files, and bad input (located errors, nothing written, an older page kept).
+
+ctest sets AUTOCASTGEN_BUILD_DIR and AUTOCASTGEN_CLI; by hand:
+  AUTOCASTGEN_BUILD_DIR=build-h40 AUTOCASTGEN_CLI=build-h40/bin/autocastgen python3 -m pytest tests/report/test_report.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
+CLI = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
+INPUTS = REPO / "tests" / "errors" / "stats" / "inputs"
+
+pytestmark = pytest.mark.skipif(not (BUILD / "python" / "autocastgen" / "reporter").is_dir(),
+                                reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)")
+sys.path.insert(0, str(BUILD / "python"))
+
+
+class Tables(HTMLParser):
+    """Every <table> of a page as rows of cell texts (the header first), by the table's data-rows."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.scripts: dict[str, str] = {}
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._script: str | None = None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        attrs = dict(attrs)
+        if tag == "table":
+            self._table = attrs.get("data-rows") or attrs.get("id") or f"table{len(self.tables)}"
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._table:
+            self._cell = []
+        elif tag == "script" and attrs.get("type") == "application/json":
+            self._script = attrs["id"]
+            self.scripts[self._script] = ""
+
+    def handle_endtag(self, tag):  # noqa: ANN001
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[self._table][-1].append("".join(self._cell))
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "script":
+            self._script = None
+
+    def handle_data(self, data):  # noqa: ANN001
+        if self._cell is not None:
+            self._cell.append(data)
+        if self._script is not None:
+            self.scripts[self._script] += data
+
+
+def page(*sources, **kwargs) -> str:
+    import autocastgen.reporter as reporter
+
+    return reporter.render(list(sources), **kwargs)
+
+
+def rows_of(text: str, name: str) -> list[dict[str, str]]:
+    table = Tables(text).tables[name]
+    return [dict(zip(table[0], row)) for row in table[1:]]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, "report", *args], capture_output=True, text=True, timeout=120)
+
+
+def stats_file(tmp_path: Path, rows: list[dict], name: str = "s.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"version": 1, "ops": rows}))
+    return path
+
+
+def row(op: str, module: str | None = None, policy: str = "lower_precision_fp", calls: int = 1,
+        ran_in: dict | None = None, **fields) -> dict:
+    out = {"op": op, "policy": policy, "calls": calls, "ran_in": ran_in or {"float32": calls}, "casts": 0,
+           "cast_bytes": 0, "cache_hits": 0}
+    if module is not None:
+        out["module"] = module
+    out.update(fields)
+    return out
+
+
+def ranges(max_abs: float, elements: int = 100, over: int = 0) -> dict:
+    return {"calls": 1, "input_max_abs": 1.0, "input_min_abs": 0.5, "output_max_abs": max_abs, "output_min_abs": 0.1,
+            "output_elements": elements, "float16_overflow": over, "float16_underflow": 0, "bfloat16_overflow": 0,
+            "bfloat16_underflow": 0}
+
+
+# --- the numbers on the page --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["bf16", "fp32_record", "fp16_watch", "compiled"])
+def test_per_op_numbers_are_the_files(name):
+    path = INPUTS / f"{name}.stats.json"
+    table = json.loads(path.read_text())
+    shown = {(r["op"], r["rule"]): r for r in rows_of(page(str(path)), "ops")}
+    assert len(shown) == len(table["ops"])
+    for entry in table["ops"]:
+        r = shown[(entry["op"], entry["policy"])]
+        assert int(r["calls"]) == entry["calls"]
+        assert int(r["casts"]) == entry["casts"]
+        assert int(r["cast bytes"]) == entry["cast_bytes"]
+        assert {d: int(n) for d, n in (part.rsplit(" ", 1) for part in r["ran in"].split(", "))} == entry["ran_in"]
+        if not entry.get("compiled_calls"):
+            assert r["cache hit/miss/evict"] == (f"{entry['cache_hits']}/{entry.get('cache_misses', 0)}/"
+                                                 f"{entry.get('cache_evictions', 0)}")
+        big = entry.get("output_max_abs")
+        assert r["max |out|"] == ("-" if big is None else f"{big:.6g}")
+        assert r["f16 headroom"] == ("-" if big is None else f"{math.log2(65504 / big):+.1f}")
+        if "ranges" in entry:
+            over, elements = entry["ranges"]["float16_overflow"], entry["ranges"]["output_elements"]
+            assert r["f16 over"] == ("0" if not over else f"{100 * over / elements:.3g}%")
+
+
+def test_page_agrees_with_the_stats_verb(tmp_path):
+    # The same figures as `autocastgen stats --json` (codegen/cli/verb_stats.cpp) prints.
+    if not Path(CLI).is_file():
+        pytest.skip("no CLI")
+    path = INPUTS / "fp32_record.stats.json"
+    out = json.loads(subprocess.run([CLI, "stats", str(path), "--json"], capture_output=True, text=True,
+                                    check=True).stdout)
+    shown = {r["op"]: r for r in rows_of(page(str(path)), "ops")}
+    for op in out["ops"]:
+        assert shown[op["op"]]["f16 headroom"] == f"{op['float16_headroom_bits']:+.1f}"
+        assert int(shown[op["op"]]["calls"]) == op["calls"]
+
+
+def test_every_row_is_in_the_data_and_the_first_page_in_the_html(tmp_path):
+    rows = [row(f"aten::op{i}", module=f"layers.{i % 7}", calls=i + 1) for i in range(1200)]
+    text = page(str(stats_file(tmp_path, rows)))
+    parsed = Tables(text)
+    data = json.loads(parsed.scripts["rows-modules"])
+    assert len(data["rows"]) == 1200
+    assert len(parsed.tables["modules"]) == 1 + 500      # header and the first page
+    assert [r[:len(data["columns"])] for r in data["rows"][:500]] == parsed.tables["modules"][1:]
+    assert "500 of 1200 rows" in text
+
+
+def test_self_contained():
+    text = page(str(INPUTS / "fp32_record.stats.json"))
+    assert "<svg" in text and "<script>" in text and "<style>" in text
+    assert "<link" not in text and "<img" not in text and "@import" not in text
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)
+    assert re.findall(r"https?://[^\s\"'<>]+", text) == ["http://www.w3.org/2000/svg"]  # the SVG namespace
+
+
+# --- the tree, the chart, the advisor, the events -----------------------------------------------------
+
+def test_module_tree_by_dtype(tmp_path):
+    rows = [row("aten::linear", "encoder.0", ran_in={"bfloat16": 3}, calls=3),
+            row("aten::linear", "encoder.1", ran_in={"float32": 2}, calls=2, policy="fp32"),
+            row("aten::softmax", "head", policy="fp32", calls=1),
+            row("aten::mm", None, calls=4)]
+    text = page(str(stats_file(tmp_path, rows)))
+    tree = text.split('<section id="tree">', 1)[1].split("</section>", 1)[0]
+    paths = re.findall(r'data-path="([^"]*)"', tree)
+    assert paths == ["", "encoder", "encoder.0", "encoder.1", "head"]
+    encoder = tree.split('data-path="encoder"', 1)[1]
+    assert "5 calls: bfloat16 3, float32 2" in encoder  # the modules inside it summed
+    assert 'class="d-bfloat16" style="width:60.00%"' in encoder
+    assert "4 calls ran outside every attached module" in tree
+
+
+def test_tree_shows_the_models_modules_with_their_classes(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Linear(2, 2)))
+    text = page(str(stats_file(tmp_path, [row("aten::linear", "1.1")])), model=model)
+    tree = text.split('<section id="tree">', 1)[1].split("</section>", 1)[0]
+    assert re.findall(r'data-path="([^"]*)"', tree) == ["", "0", "1", "1.0", "1.1"]
+    assert '<span class="kind">(ReLU)</span>' in tree and '<span class="kind">(Sequential)</span>' in tree
+
+
+def test_headroom_chart_and_the_advisors_places(tmp_path):
+    rows = [row("aten::linear", "2", output_max_abs=83951.9, outputs_checked=1, nonfinite=0,
+                ranges=ranges(83951.9, elements=2048, over=10)),
+            row("aten::linear", "0", output_max_abs=8.5, outputs_checked=1, nonfinite=0, ranges=ranges(8.5)),
+            row("aten::linear", "4", output_max_abs=40000.0, outputs_checked=1, nonfinite=0, ranges=ranges(40000.0))]
+    text = page(str(stats_file(tmp_path, rows)))
+    chart = text.split('<section id="headroom">', 1)[1].split("</section>", 1)[0]
+    labels = re.findall(r'text-anchor="end">([^<]*)</text>', chart)
+    assert labels == ["2 · aten::linear", "4 · aten::linear", "0 · aten::linear"]  # least headroom first
+    assert "83951.9 (-0.4) moved" in chart and "40000 (+0.7) moved" in chart and "8.5 (+12.9)</text>" in chart
+    # The range proposal of `autocastgen advise --dtype float16` (advisor.measure, margin 1 bit).
+    assert ("<code>aten::linear</code> in <code>2</code>: by ranges: max |out| 83951.9, float16 headroom "
+            "-0.4 bits, 0.488% of elements out of range") in chart
+    assert "<code>aten::linear</code> in <code>4</code>: by ranges: max |out| 40000, float16 headroom +0.7 bits" in chart
+    assert "in <code>0</code>" not in chart
+
+
+def test_advice_marks_its_places(tmp_path):
+    from autocastgen.advisor import Advice, Moved
+
+    advice = Advice(base="cpu.yaml", dtype="float16", moved=(Moved("0", "aten::linear", "needed to pass validation",
+                                                                   "validation"),))
+    rows = [row("aten::linear", "0", ran_in={"float16": 1}, output_max_abs=8.5, outputs_checked=1)]
+    chart = page(str(stats_file(tmp_path, rows)), advice=advice).split('<section id="headroom">', 1)[1]
+    assert "<code>aten::linear</code> in <code>0</code>: by validation: needed to pass validation" in chart
+
+
+def test_nonfinite_events_with_module_and_line(tmp_path):
+    message = ("autocastgen: non-finite output: aten::linear (rule lower_precision_fp, ran in float16) returned inf "
+               "in output 0 (float16 [32, 64]); in module 'layers.0'; called from train.py:41")
+    rows = [row("aten::linear", "layers.0", ran_in={"float16": 2}, calls=2, outputs_checked=2, nonfinite=2,
+                first_nonfinite={"message": message, "line": "train.py:41"}),
+            row("aten::cross_entropy_loss", None, policy="fp32", outputs_checked=1, nonfinite=1)]
+    events = rows_of(page(str(stats_file(tmp_path, rows))), "events")
+    assert events[0] == {"op": "aten::linear", "module": "layers.0", "rule": "lower_precision_fp", "outputs": "2",
+                         "first at": "train.py:41", "first event": message}
+    assert events[1]["module"] == "-" and events[1]["first event"] == "(no event kept: the watch was off)"
+
+
+def test_two_files_what_changed():
+    text = page(str(INPUTS / "bf16.stats.json"), str(INPUTS / "linear_fp32.stats.json"))
+    diff = {r["op"]: r for r in rows_of(text, "diff")}
+    assert diff["aten::linear"]["policy"] == "lower_precision_fp -> fp32"
+    assert diff["aten::linear"]["ran in"] == "bfloat16 6 -> float32 6"
+    assert diff["aten::linear"]["casts"] == "7 -> 0"
+    assert diff["aten::cross_entropy_loss"]["cast bytes"] == "1536 -> 0"
+    assert "2 places (module, op) changed, 0 unchanged" in text
+
+
+# --- bad input ------------------------------------------------------------------------------------------
+
+def noise(tmp_path: Path) -> Path:
+    path = tmp_path / "noise.json"
+    path.write_bytes(random.Random(40).randbytes(3 * 1024 * 1024))
+    return path
+
+
+def truncated(tmp_path: Path) -> Path:
+    path = tmp_path / "cut.json"
+    path.write_text((INPUTS / "bf16.stats.json").read_text()[:300])
+    return path
+
+
+def other_version(tmp_path: Path) -> Path:
+    path = tmp_path / "v2.json"
+    path.write_text('{"version": 2, "ops": []}\n')
+    return path
+
+
+BAD = [  # (the file, the first line of stderr after its name)
+    (other_version, ":1:13: error: unsupported statistics file version '2' (this autocastgen reads version 1)"),
+    (truncated, ":2:276: error: invalid JSON: the file ends before its JSON does (a file cut short?)"),
+    (noise, ":1:1: error: byte 0x"),
+    (lambda tmp: REPO / "tests" / "errors" / "audit" / "inputs" / "bad_shape.manifest.json",
+     ":1:1: error: not an autocastgen statistics file: expected an object with 'version' and 'ops' (as "
+     "AUTOCASTGEN_STATS writes), found an object without them"),
+    (lambda tmp: INPUTS / "bad_fields.stats.json", ":2:67: error: 'calls' must be a non-negative integer, found '-3'"),
+]
+
+
+def refused(*sources, out: Path) -> str:
+    """The located errors of a report that must not be made (in process: the CLI runs the same
+    code, test_the_cli_refuses_bad_input_and_writes_nothing checks its side once)."""
+    import autocastgen.reporter as reporter
+
+    with pytest.raises(reporter.ReportError) as caught:
+        reporter.report(*sources, output=out)
+    return str(caught.value) + f"autocastgen: {caught.value.count} error{'s' if caught.value.count != 1 else ''}; no report written\n"
+
+
+@pytest.mark.parametrize("make, wanted", BAD, ids=["version", "truncated", "noise", "manifest", "fields"])
+def test_bad_input_is_located_and_writes_nothing(make, wanted, tmp_path):
+    bad = make(tmp_path)
+    out = tmp_path / "report.html"
+    text = refused(str(bad), out=out)
+    assert text.startswith(f"{bad}{wanted}"), text[:400]
+    assert not out.exists() and not any(p.name.startswith(".report.html.") for p in tmp_path.iterdir())
+    # An older page stays as it was; a good first file and a bad second write nothing either.
+    out.write_text("older")
+    refused(str(INPUTS / "bf16.stats.json"), str(bad), out=out)
+    assert out.read_text() == "older"
+
+
+def test_truncated_file_names_the_bracket_left_open(tmp_path):
+    text = refused(str(truncated(tmp_path)), out=tmp_path / "r.html")
+    assert f"{tmp_path / 'cut.json'}:2:3: note: the '{{' that is not closed\n" in text
+
+
+def test_errors_are_the_stats_verbs(tmp_path):
+    if not Path(CLI).is_file():
+        pytest.skip("no CLI")
+    for name in ("bad_fields", "version2", "nul_byte"):
+        path = INPUTS / f"{name}.stats.json"
+        stats = subprocess.run([CLI, "stats", str(path)], capture_output=True, text=True)
+        assert refused(str(path), out=tmp_path / "r.html") == stats.stderr
+
+
+def test_the_cli_refuses_bad_input_and_writes_nothing(tmp_path):
+    if not Path(CLI).is_file():
+        pytest.skip("no CLI")
+    out = tmp_path / "report.html"
+    out.write_text("older")
+    result = run_cli(str(noise(tmp_path)), str(tmp_path / "absent.json"), "-o", str(out))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"{tmp_path / 'noise.json'}:1:1: error: byte 0x"), result.stderr[:300]
+    assert result.stderr.endswith(f"autocastgen: error: cannot read '{tmp_path / 'absent.json'}': No such file or "
+                                  "directory\nautocastgen: 2 errors; no report written\n")
+    assert out.read_text() == "older"
+
+
+def test_a_good_report_from_the_cli(tmp_path):
+    if not Path(CLI).is_file():
+        pytest.skip("no CLI")
+    good = run_cli(str(INPUTS / "fp16_watch.stats.json"), "-o", str(tmp_path / "r.html"))
+    assert good.returncode == 0 and good.stdout == f"wrote {tmp_path / 'r.html'}\n", good.stderr
+    assert (tmp_path / "r.html").read_text() == page(str(INPUTS / "fp16_watch.stats.json"))

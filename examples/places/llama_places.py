@@ -19,7 +19,6 @@ from __future__ import annotations
 import pathlib
 import sys
 import tempfile
-import warnings
 
 import torch
 import transformers
@@ -58,13 +57,10 @@ with autocastgen.attach(model), autocastgen.stats(str(PLAIN_STATS)), torch.autoc
     plain = logits()  # the generated CPU library: bfloat16 wherever the shipped policy says
 # (attached with no module rules loaded: nothing changes but the statistics' rows, now per module)
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # each entry replaces a generated wrapper, which is logged
-    entries = autocastgen.load_policy(HERE / "llama_places.yaml")
+entries = autocastgen.load_policy(HERE / "llama_places.yaml")
 print(f"loaded llama_places.yaml: {entries} entries; module patterns: "
       f"{[(p, kind) for p, _, kind in autocastgen.places.registered_patterns()]}")
 
-autocastgen.insight.reset()  # a stats(path) file is the process's whole table: start the second one empty
 with autocastgen.attach(model, strict=True):  # strict: a pattern matching no module is an error
     with autocastgen.stats(str(STATS)), torch.autocast("cpu", dtype=torch.bfloat16):
         placed = logits()

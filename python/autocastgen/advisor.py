@@ -57,7 +57,6 @@ import os
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,9 +289,7 @@ def _check_base(policy: str, dtype: str, device: str | None) -> None:
     if not Path(policy).is_file():
         raise AdviseError(f"the base policy '{policy}' is not a file")
     clear_runtime_policies()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # replacing kernels is logged once per op
-        load_policy(policy)  # PolicyError with the CLI's diagnostics
+    load_policy(policy)  # PolicyError with the CLI's diagnostics
     base_device, lower = base_autocast(policy)
     if device is not None and base_device != device:
         raise AdviseError(f"the base policy '{policy}' is for device '{base_device}', but the model runs on "
@@ -689,9 +686,7 @@ def advise(
             if len(log) >= max_runs:
                 raise _OutOfRuns
             clear_runtime_policies()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                load_policy(_policy_text(_advice_for(key, measures, every, base_text, name), base_text))
+            load_policy(_policy_text(_advice_for(key, measures, every, base_text, name), base_text))
             counter = _GemmCounter(lower)
             output = run(counter)
             if validate is not None:
@@ -806,9 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             temporary.write(text)
         try:
             clear_runtime_policies()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                load_policy(temporary.name)
+            load_policy(temporary.name)
             os.replace(temporary.name, out)
         finally:
             clear_runtime_policies()

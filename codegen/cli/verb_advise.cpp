@@ -3,7 +3,6 @@
 // search and the policy writer exist once, in the Python package (autocastgen/advisor.py); this
 // verb runs `python -m autocastgen.advise` from the package beside the CLI (Note [advise runs the
 // package] below).
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,18 +31,10 @@ struct AdviseOptions {
 };
 
 int run_advise(const AdviseOptions& options) {
-  std::string why_not;
-  const auto root = own_python_package_root("advise", why_not);
-  if (!root) {
-    std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
-    return 1;
-  }
   std::vector<std::string> args = {options.record, "--policy", options.policy, "--dtype", options.dtype,
                                    "--margin-bits", fmt::format("{}", options.margin_bits), "-o", options.output};
   if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
-  const int status = run_python_module(*root, "autocastgen.advise", args, why_not);
-  if (!why_not.empty()) std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
-  return status;
+  return run_own_python_module("advise", "autocastgen.advise", args);
 }
 
 }  // namespace

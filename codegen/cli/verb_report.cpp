@@ -4,12 +4,9 @@
 // with the interpreter and the package beside the CLI, as `advise` does (Note [advise runs the
 // package] in verb_advise.cpp): `autocastgen.report(...)` and this verb write the same page and
 // refuse the same files with the same located errors.
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cli/verbs.h"
 #include "host/python.h"
@@ -25,18 +22,10 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& options) {
-  std::string why_not;
-  const auto root = own_python_package_root("reporter/__main__", why_not);  // the file it must find
-  if (!root) {
-    std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
-    return 1;
-  }
   std::vector<std::string> args = options.files;
   args.insert(args.end(), {"-o", options.output});
   if (!options.title.empty()) args.insert(args.end(), {"--title", options.title});
-  const int status = run_python_module(*root, "autocastgen.reporter", args, why_not);
-  if (!why_not.empty()) std::cerr << fmt::format("autocastgen: error: {}\n", why_not);
-  return status;
+  return run_own_python_module("reporter/__main__", "autocastgen.reporter", args);
 }
 
 }  // namespace

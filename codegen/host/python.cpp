@@ -105,4 +105,12 @@ int run_python_module(const std::filesystem::path& pythonpath, std::string_view 
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
+int run_own_python_module(std::string_view file, std::string_view module, const std::vector<std::string>& args) {
+  std::string why_not;
+  const std::optional<std::filesystem::path> root = own_python_package_root(file, why_not);
+  const int status = root ? run_python_module(*root, module, args, why_not) : 1;
+  if (!why_not.empty()) std::fprintf(stderr, "autocastgen: error: %s\n", why_not.c_str());
+  return status;
+}
+
 }  // namespace autocastgen

@@ -31,4 +31,10 @@ namespace autocastgen {
 [[nodiscard]] int run_python_module(const std::filesystem::path& pythonpath, std::string_view module,
                                     const std::vector<std::string>& args, std::string& why_not);
 
+// A verb the Python package implements (advise, report): runs `-m <module> <args...>` of the package
+// beside this CLI (own_python_package_root(`file`)), printing `autocastgen: error: ...` on stderr
+// when it cannot; returns the exit status.
+[[nodiscard]] int run_own_python_module(std::string_view file, std::string_view module,
+                                        const std::vector<std::string>& args);
+
 }  // namespace autocastgen

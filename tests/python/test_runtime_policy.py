@@ -763,10 +763,26 @@ def replacing_child(tmp_path, mode, log=None):
     return result, path, loaded
 
 
+def without_pytorchs_override_note(stderr: str) -> str:
+    """stderr less the note PyTorch's dispatcher prints once per process when a kernel is overridden
+    (releases before 2.15 print it; docs/runtime.md): a block from 'Warning only once for all
+    operators' to its 'new kernel: registered at' line."""
+    kept, skipping = [], False
+    for line in stderr.splitlines(keepends=True):
+        if "Warning only once for all operators" in line:
+            skipping = True
+        if not skipping:
+            kept.append(line)
+        elif "new kernel: registered at" in line:
+            skipping = False
+    return "".join(kept)
+
+
 def test_replacing_says_nothing_by_default(tmp_path):
     result, _, loaded = replacing_child(tmp_path, "plain")
     assert loaded > 100
-    assert "autocastgen" not in result.stderr and "Warning" not in result.stderr
+    stderr = without_pytorchs_override_note(result.stderr)
+    assert "autocastgen" not in stderr and "Warning" not in stderr, stderr
 
 
 def test_replacing_on_request_from_the_environment(tmp_path):
@@ -779,7 +795,7 @@ def test_replacing_on_request_from_the_environment(tmp_path):
     assert found, summary
     replaced = int(found.group(1))
     assert 0 < replaced <= loaded
-    lines = result.stderr.splitlines()
+    lines = without_pytorchs_override_note(result.stderr).splitlines()
     assert len(lines) == 2, lines  # the file's line and register_runtime_policy's, nothing per op
     assert lines[1] == ("autocastgen: register_runtime_policy: 1 of 1 runtime policies replace the kernels "
                         "registered on AutocastCPU before them (PyTorch's, a generated library's or an earlier "
@@ -793,7 +809,7 @@ def test_replacing_on_request_from_the_environment(tmp_path):
 
 def test_replacing_on_request_through_python_logging(tmp_path):
     result, path, loaded = replacing_child(tmp_path, "logging")
-    assert "Warning" not in result.stderr
+    assert "Warning" not in without_pytorchs_override_note(result.stderr)
     info = [line for line in result.stdout.splitlines() if line.startswith("autocastgen INFO ")]
     debug = [line for line in result.stdout.splitlines() if line.startswith("autocastgen DEBUG ")]
     assert len(info) == 2 and re.match(rf"autocastgen INFO \S*{re.escape(path.name)}: \d+ of {loaded} ", info[0])

@@ -228,16 +228,13 @@ def precompute_float8_scales(model: torch.nn.Module) -> int:
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
-    shards = [p._local_tensor for p in model.parameters()
-              if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight)]
-    if not shards:
+    params = [p for p in model.parameters() if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight)]
+    if not params:
         return 0
-    meshes = {id(p.device_mesh) for p in model.parameters()
-              if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight)}
-    mesh = next(p.device_mesh for p in model.parameters()
-                if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight))
-    if len(meshes) != 1 or mesh.ndim != 1:
+    mesh = params[0].device_mesh
+    if mesh.ndim != 1 or any(p.device_mesh != mesh for p in params):
         raise RuntimeError("precompute_float8_scales: the float8-all-gathered weights must share one 1-D FSDP mesh")
+    shards = [p._local_tensor for p in params]
     ops = torch.ops.autocastgen
     with torch.no_grad():
         amaxes = torch.stack([ops.fp8_amax(s._inner) for s in shards])

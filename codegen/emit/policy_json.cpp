@@ -75,6 +75,7 @@ nlohmann::ordered_json fp8_recipe_json(const policy::Fp8Recipe& recipe) {
   out["backward"] = recipe.backward;
   if (recipe.scaling == "delayed") out["amax_history_len"] = recipe.amax_history_len;
   out["margin"] = recipe.margin;
+  if (recipe.select != "all") out["select"] = recipe.select;
   return out;
 }
 

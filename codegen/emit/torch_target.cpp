@@ -224,6 +224,7 @@ mustache::data fp8_recipe_data(const policy::Fp8Recipe& recipe) {
   d.set("backward", scalar_type(recipe.backward));
   d.set("amax_history_len", std::to_string(recipe.amax_history_len));
   d.set("margin", std::to_string(recipe.margin));
+  d.set("select", capitalized(recipe.select));
   return d;
 }
 

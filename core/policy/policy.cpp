@@ -68,7 +68,9 @@ std::vector<PolicyKind> ResolvedPolicy::reported_kinds() const {
 std::string Fp8Recipe::str() const {
   std::string out = fmt::format("{{scaling: {}, granularity: {}, forward: {}, backward: {}", scaling, granularity, forward, backward);
   if (scaling == "delayed") out += fmt::format(", amax_history_len: {}", amax_history_len);
-  return out + fmt::format(", margin: {}}}", margin);
+  out += fmt::format(", margin: {}", margin);
+  if (select != "all") out += fmt::format(", select: {}", select);
+  return out + "}";
 }
 
 const ResolvedEntry* ResolvedPolicy::find(std::string_view op) const {

@@ -71,14 +71,17 @@ struct Fp8Recipe {
   std::string backward = "float8_e5m2";    // float8_e5m2 | float8_e4m3fn
   int64_t amax_history_len = 16;           // delayed scaling: amaxes kept per weight
   int64_t margin = 0;                      // scale = fp8_max / amax / 2^margin
+  std::string select = "all";              // all | auto | measured: which GEMMs run in fp8
   SourceLocation location;                 // the `fp8:` key
 
   // `{scaling: current, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2,
-  // margin: 0}` (amax_history_len after backward for delayed scaling): the runtime's Recipe::str().
+  // margin: 0}` (amax_history_len after backward for delayed scaling, `, select: X` last when not
+  // all): the runtime's Recipe::str().
   [[nodiscard]] std::string str() const;
   bool operator==(const Fp8Recipe& other) const {
     return scaling == other.scaling && granularity == other.granularity && forward == other.forward &&
-           backward == other.backward && amax_history_len == other.amax_history_len && margin == other.margin;
+           backward == other.backward && amax_history_len == other.amax_history_len && margin == other.margin &&
+           select == other.select;
   }
 };
 

@@ -18,7 +18,7 @@ namespace {
 
 constexpr std::string_view kTopKeys[] = {"autocast", "extends", "remove", "lists", "modules"};
 constexpr std::string_view kHeaderKeys[] = {"device", "dispatch_key", "lower_precision", "fp8"};
-constexpr std::string_view kFp8Keys[] = {"scaling", "granularity", "forward", "backward", "amax_history_len", "margin"};
+constexpr std::string_view kFp8Keys[] = {"scaling", "granularity", "forward", "backward", "amax_history_len", "margin", "select"};
 constexpr std::string_view kEntryKeys[] = {"op", "redispatch", "message", "since", "until", "dtypes", "when", "unless", "args", "modules"};
 constexpr std::string_view kRemoveKeys[] = {"op", "since", "until"};
 constexpr std::string_view kDtypes[] = {"float16", "bfloat16"};
@@ -242,6 +242,9 @@ class FileParser {
       } else if (key == "granularity") {
         check_choice(*text, {"tensorwise"}, "fp8 granularity", text->text == "rowwise" ? " (row-wise scales are not implemented)" : "");
         recipe.granularity = text->text;
+      } else if (key == "select") {
+        check_choice(*text, {"all", "auto", "measured"}, "fp8 select", "");
+        recipe.select = text->text;
       } else if (key == "forward") {
         check_choice(*text, {"float8_e4m3fn"}, "fp8 forward dtype",
                      text->text == "float8_e5m2" ? " (an e5m2 forward would need an e5m2 x e5m2 GEMM in the backward, which "

@@ -32,6 +32,7 @@ import sys
 
 from . import distributed, insight
 from .advisor import Advice, AdviseError, advise
+from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from .grad_scaler import GradScaler
@@ -70,6 +71,10 @@ __all__ = [
     "distributed",
     "clear_runtime_policies",
     "compile_policy",
+    "forget_fp8_selections",
+    "fp8_auto_rule",
+    "fp8_selection_file",
+    "fp8_selections",
     "get_dtype",
     "insight",
     "is_cache_enabled",

@@ -1,8 +1,12 @@
 // The fused CUDA fp8 kernels as the CUDA quantisation primitives, registered when the library loads.
+#include <string>
+
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include "autocastgen/fp8/select.h"
 #include "autocastgen/kernels/fp8_cuda.h"
 #include "quantize.h"
 
@@ -64,9 +68,16 @@ class CudaPrimitives final : public Primitives {
   }
 };
 
+// The device class of a measured fp8 decision (Note [fp8 selection]): name and capability.
+std::string device_name(c10::DeviceIndex index) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  return std::string(p->name) + " sm" + std::to_string(p->major) + std::to_string(p->minor);
+}
+
 const bool registered = [] {
   static const CudaPrimitives cuda;
   register_fused_primitives(c10::DeviceType::CUDA, &cuda);
+  set_cuda_device_namer(&device_name);
   return true;
 }();
 

@@ -31,6 +31,8 @@ void Recipe::validate() const {
               "autocastgen fp8 recipe: scaling must be current or delayed");
   TORCH_CHECK(amax_history_len >= 1 && amax_history_len <= 65536,
               "autocastgen fp8 recipe: amax_history_len must be in [1, 65536], got ", amax_history_len);
+  TORCH_CHECK(select == Select::All || select == Select::Auto || select == Select::Measured,
+              "autocastgen fp8 recipe: select must be all, auto or measured");
   TORCH_CHECK(margin >= 0 && margin <= 64, "autocastgen fp8 recipe: margin must be in [0, 64], got ", margin);
 }
 
@@ -39,13 +41,31 @@ std::string Recipe::str() const {
   out << "{scaling: " << scaling_name(scaling) << ", granularity: " << granularity_name(granularity)
       << ", forward: " << fp8_dtype_name(forward_dtype) << ", backward: " << fp8_dtype_name(backward_dtype);
   if (scaling == Scaling::Delayed) out << ", amax_history_len: " << amax_history_len;
-  out << ", margin: " << margin << "}";
+  out << ", margin: " << margin;
+  if (select != Select::All) out << ", select: " << select_name(select);
+  out << "}";
   return out.str();
 }
 
 const char* scaling_name(Scaling s) { return s == Scaling::Current ? "current" : "delayed"; }
 
 const char* granularity_name(Granularity) { return "tensorwise"; }
+
+const char* select_name(Select s) {
+  switch (s) {
+    case Select::All: return "all";
+    case Select::Auto: return "auto";
+    case Select::Measured: return "measured";
+  }
+  return "all";
+}
+
+std::optional<Select> parse_select(std::string_view name) {
+  if (name == "all") return Select::All;
+  if (name == "auto") return Select::Auto;
+  if (name == "measured") return Select::Measured;
+  return std::nullopt;
+}
 
 std::optional<Scaling> parse_scaling(std::string_view name) {
   if (name == "current") return Scaling::Current;

@@ -86,6 +86,20 @@ void OpCounters::add(const OpCounters& other) {
     ran_in[i] += other.ran_in[i];
     input_dtypes[i] = input_dtypes[i] || other.input_dtypes[i];
   }
+  for (const auto& [reason, calls] : other.fp8_skipped) {
+    const auto it = std::find_if(fp8_skipped.begin(), fp8_skipped.end(), [&](const auto& r) { return r.first == reason; });
+    if (it == fp8_skipped.end()) fp8_skipped.emplace_back(reason, calls);
+    else it->second += calls;
+  }
+}
+
+void count_fp8_skipped(OpCounters& counters, const char* reason) {
+  for (auto& [known, calls] : counters.fp8_skipped)
+    if (known == reason) {
+      ++calls;
+      return;
+    }
+  counters.fp8_skipped.emplace_back(reason, 1);
 }
 
 namespace {
@@ -381,6 +395,14 @@ std::string to_json(const Table& table) {
            ", \"output_max_abs\": " +
            (c.outputs_checked == c.nonfinite ? std::string("null") : json_number(c.output_max_abs));
     if (c.ranges.calls != 0) out += ", \"ranges\": " + ranges_json(c.ranges);
+    if (!c.fp8_skipped.empty()) {
+      auto reasons = c.fp8_skipped;
+      std::sort(reasons.begin(), reasons.end());
+      out += ", \"fp8_skipped\": {";
+      for (size_t i = 0; i < reasons.size(); ++i)
+        out += (i == 0 ? "" : ", ") + json_string(reasons[i].first) + ": " + std::to_string(reasons[i].second);
+      out += "}";
+    }
     // Note [compiled calls]: calls a compiled graph made are counted from what their trace saw
     // (traced.cpp); their cast-cache use is not known (AOTAutograd traces without the cache), so
     // the entry says how many calls were compiled and which fields count the eager ones only.
@@ -512,6 +534,8 @@ void detail::count_compiled_call(const char* op, Policy policy, uint32_t module,
     c.ran_in[i] += traced.ran_in[i];
     c.input_dtypes[i] = c.input_dtypes[i] || traced.input_dtypes[i];
   }
+  for (const auto& [reason, calls] : traced.fp8_skipped)
+    for (uint64_t i = 0; i < calls; ++i) count_fp8_skipped(c, reason.c_str());
   entry->compiled_calls += traced.calls;
 }
 

@@ -303,6 +303,7 @@ fp8::Recipe runtime_recipe(const policy::Fp8Recipe& recipe) {
   out.backward_dtype = *fp8::parse_fp8_dtype(recipe.backward);
   out.amax_history_len = recipe.amax_history_len;
   out.margin = recipe.margin;
+  out.select = *fp8::parse_select(recipe.select);
   out.validate();
   return out;
 }

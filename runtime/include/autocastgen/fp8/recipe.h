@@ -20,6 +20,13 @@ enum class Scaling : std::uint8_t { Current, Delayed };
 // One scale per tensor. (Row-wise scales are not implemented.)
 enum class Granularity : std::uint8_t { Tensorwise };
 
+// Which GEMMs of the fp8 list run in fp8 (Note [fp8 selection] in runtime/torch/fp8/select.cpp):
+// all that the support rule takes; auto: those a built-in rule per device class expects to be
+// faster in fp8 than in the lower-precision dtype; measured: those measured faster on this device
+// (the first call of each shape class times both, decisions cached per device, PyTorch release and
+// shape class, and agreed by every rank of a process group).
+enum class Select : std::uint8_t { All, Auto, Measured };
+
 struct Recipe {
   Scaling scaling = Scaling::Current;
   Granularity granularity = Granularity::Tensorwise;
@@ -30,6 +37,7 @@ struct Recipe {
   std::int64_t amax_history_len = 16;
   // scale = fp8_max / amax / 2^margin, for every scaled tensor (Note [fp8 scale]).
   std::int64_t margin = 0;
+  Select select = Select::All;
 
   bool operator==(const Recipe&) const = default;
 
@@ -39,16 +47,18 @@ struct Recipe {
   // 1 <= amax_history_len <= 65536, 0 <= margin <= 64.
   TORCH_API void validate() const;
   // `{scaling: delayed, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2,
-  // amax_history_len: 16, margin: 0}` (the history length only for delayed scaling): the
-  // policy language's spelling.
+  // amax_history_len: 16, margin: 0}` (the history length only for delayed scaling; `, select:
+  // auto` at the end when not all): the policy language's spelling.
   [[nodiscard]] TORCH_API std::string str() const;
 };
 
 [[nodiscard]] TORCH_API const char* scaling_name(Scaling s);
 [[nodiscard]] TORCH_API const char* granularity_name(Granularity g);
+[[nodiscard]] TORCH_API const char* select_name(Select s);
 // The policy language's names ("current", "tensorwise", "float8_e4m3fn"); nullopt when unknown.
 [[nodiscard]] TORCH_API std::optional<Scaling> parse_scaling(std::string_view name);
 [[nodiscard]] TORCH_API std::optional<Granularity> parse_granularity(std::string_view name);
+[[nodiscard]] TORCH_API std::optional<Select> parse_select(std::string_view name);
 [[nodiscard]] TORCH_API std::optional<c10::ScalarType> parse_fp8_dtype(std::string_view name);
 
 }  // namespace autocastgen::fp8

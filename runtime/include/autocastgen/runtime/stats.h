@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <c10/core/ScalarType.h>
 #include <c10/macros/Export.h>
@@ -46,6 +48,8 @@ inline constexpr size_t kNoDtype = kDtypeSlots - 1;
 // - outputs_checked, nonfinite: floating tensor outputs examined, and those holding a NaN or Inf;
 // - output_max_abs: the largest |value| of the examined outputs that were all finite;
 // - ranges (range record only): Note [range record] in watch.h.
+// fp8 calls that ran in the lower precision also count why (fp8_skipped: reason -> calls): the
+// support rule's reason or the recipe's selection's (Note [fp8 selection]).
 struct ValueRange {
   double max_abs = 0;                                     // largest finite |x|
   double min_abs = std::numeric_limits<double>::infinity();  // smallest finite non-zero |x|
@@ -80,9 +84,13 @@ struct OpCounters {
   Ranges ranges;
   std::array<uint64_t, kDtypeSlots> ran_in{};
   std::array<bool, kDtypeSlots> input_dtypes{};
+  std::vector<std::pair<std::string, uint64_t>> fp8_skipped;  // few reasons: a list, not a map
 
   void add(const OpCounters& other);
 };
+
+// One more fp8 call of the row that ran in the lower precision because of `reason`.
+TORCH_API void count_fp8_skipped(OpCounters& counters, const char* reason);
 
 namespace detail {
 // Note [one switch word]: what is on, as bits of one word, so that a driver call pays one relaxed

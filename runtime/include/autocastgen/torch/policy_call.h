@@ -228,6 +228,10 @@ class Call {
   // The dtype the op was told to compute in (fp32_set_opt_dtype, fp32_append_dtype).
   void ran_in(at::ScalarType dtype) const { ran_in_ = dtype; }
   [[nodiscard]] bool cache_enabled() const { return State::cache_enabled(site_.device); }
+  // An fp8 GEMM that ran in the lower precision instead, and why (counted when counting).
+  void fp8_skipped(const char* reason) const {
+    if (C10_UNLIKELY(counters_ != nullptr) && reason != nullptr) stats::count_fp8_skipped(*counters_, reason);
+  }
 
  private:
   // Note [sections in the drivers]: the switch word's kModules bit says a policy's `modules:`
@@ -491,6 +495,9 @@ struct Fp8Call {
   const ::autocastgen::fp8::Recipe& recipe;
   at::ScalarType out_dtype;
   bool cache_weights;
+  // Set when the GEMM does not run in fp8: why (static text; the support rule's or the
+  // selection's, Note [fp8 selection]), for the statistics' fp8_skipped.
+  const char** skipped = nullptr;
 };
 TORCH_API std::optional<at::Tensor> fp8_gemm(const Fp8Call& call, const at::Tensor& input, const at::Tensor& weight,
                                              const std::optional<at::Tensor>& bias);
@@ -509,11 +516,13 @@ decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, c
   const Call<State> call(site, stats::Policy::fp8);
   if (!call.on()) return call.run(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
-  if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled()}, args...)) {
+  const char* skipped = nullptr;
+  if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled(), &skipped}, args...)) {
     call.ran_in(recipe.forward_dtype);
     // Through run() like the op itself, so the watch sees the fp8 GEMM's output.
     return call.run([&out](const auto&... a) { return fp8_result(std::move(*out), a...); }, args...);
   }
+  call.fp8_skipped(skipped);
   call.target(to);
   return call.run(op, cast_arg(call, args, to)...);
 }

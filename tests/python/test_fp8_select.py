@@ -1,0 +1,237 @@
+"""The fp8 recipe's `select:` (Note [fp8 selection] in runtime/torch/fp8/select.cpp, docs/fp8.md
+"Where fp8 pays"): a GEMM the selection does not choose runs exactly as the lower precision does
+(bit for bit, forward and gradients), the statistics say why, measured decisions are timed once per
+shape class, kept in a file per device and PyTorch release, and the same eager and compiled.
+
+The times a measurement would take can be given (AUTOCASTGEN_FP8_SELECT_TIMES=FP8_MS,LOWER_MS), so
+both decisions are tested on a CPU where fp8 is always slower; one test times for real."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import child_process  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+if not (BUILD / "python" / "autocastgen" / "_fp8_select.py").is_file():
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+        raise RuntimeError(f"{BUILD} has no python/autocastgen/_fp8_select.py: build the default targets")
+    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+sys.path.insert(0, str(BUILD / "python"))
+if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
+    pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
+
+import autocastgen  # noqa: E402
+
+POLICY = """\
+autocast:
+  device: cpu
+  lower_precision: [bfloat16]
+  fp8: {{scaling: current, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2, select: {select}}}
+lists:
+  fp8: [linear, mm, addmm]
+"""
+TIMES = "AUTOCASTGEN_FP8_SELECT_TIMES"
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    """No policy, no decisions, a cache folder of the test's own, no forced times."""
+    monkeypatch.setenv("AUTOCASTGEN_FP8_SELECT_CACHE", str(tmp_path / "select"))
+    monkeypatch.delenv(TIMES, raising=False)
+    autocastgen.clear_runtime_policies()
+    autocastgen.forget_fp8_selections()
+    torch.ops.autocastgen.fp8_clear_weight_cache("cpu")
+    yield
+    autocastgen.clear_runtime_policies()
+    autocastgen.forget_fp8_selections()
+
+
+def load(select):
+    autocastgen.clear_runtime_policies()
+    autocastgen.load_policy(POLICY.format(select=select))
+
+
+class Model(torch.nn.Module):
+    """A linear, an mm and an addmm, every dimension a multiple of 16 (fp8 can run them all)."""
+
+    def __init__(self):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.linear = torch.nn.Linear(64, 48)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.randn(48, 64, generator=generator) / 8)
+            self.linear.bias.copy_(torch.randn(48, generator=generator))
+        self.mat = torch.nn.Parameter(torch.randn(48, 32, generator=generator) / 7)
+        self.bias = torch.nn.Parameter(torch.randn(32, generator=generator))
+
+    def forward(self, x):
+        h = self.linear(x)
+        return torch.addmm(self.bias, torch.mm(h, self.mat), torch.eye(32))
+
+
+def run(model_fn=None):
+    """Forward and every gradient of a fresh model under torch.autocast("cpu", bfloat16)."""
+    model = Model()
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    forward = model_fn(model) if model_fn else model
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = forward(x)
+    y.float().square().mean().backward()
+    return [y.detach(), x.grad, *(p.grad for p in model.parameters())]
+
+
+def same(a, b):
+    return all(torch.equal(p, q) for p, q in zip(a, b, strict=True))
+
+
+@pytest.fixture(scope="module")
+def lower_precision_result():
+    autocastgen.clear_runtime_policies()
+    return run()  # PyTorch's own CPU autocast: linear, mm, addmm in bfloat16
+
+
+@pytest.fixture(scope="module")
+def fp8_result():
+    load("all")
+    try:
+        return run()
+    finally:
+        autocastgen.clear_runtime_policies()
+
+
+def test_the_two_references_differ(lower_precision_result, fp8_result):
+    assert not same(lower_precision_result, fp8_result), "fp8 and bfloat16 give the same bits: the tests would prove nothing"
+
+
+def test_auto_on_a_cpu_runs_the_lower_precision_bit_for_bit(lower_precision_result):
+    load("auto")
+    with autocastgen.stats() as counted:
+        got = run()
+    assert same(got, lower_precision_result)
+    for op in ("aten::linear", "aten::mm", "aten::addmm"):
+        row = counted.ops[op]
+        assert row["policy"] == "fp8" and row["ran_in"] == {"bfloat16": 1}, row
+        assert row["fp8_skipped"] == {"auto: fp8 is slower than the lower precision on CPUs": 1}, row
+
+
+def test_all_counts_the_support_rule_s_refusals():
+    load("all")
+    with autocastgen.stats() as counted, torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.nn.functional.linear(torch.randn(8, 20), torch.randn(24, 20))  # K = 20: no fp8
+        torch.nn.functional.linear(torch.randn(16, 32), torch.randn(16, 32))  # fp8
+    row = counted.ops["aten::linear"]
+    assert row["ran_in"] == {"bfloat16": 1, "float8_e4m3fn": 1}, row
+    assert list(row["fp8_skipped"].values()) == [1] and "16" in next(iter(row["fp8_skipped"])), row
+
+
+def test_the_auto_rule_per_device_class():
+    rule = autocastgen.fp8_auto_rule
+    assert rule("cuda", 4096, 4096, 4096) == (True, "")
+    assert rule("cuda", 16384, 8192, 11008) == (True, "")
+    for m, k, n in ((4096, 1024, 2816), (4096, 2816, 1024), (4096, 4096, 1024), (2048, 8192, 8192)):
+        ok, reason = rule("cuda", m, k, n)
+        assert not ok and "4096" in reason, (m, k, n, reason)
+    assert rule("cpu", 16384, 8192, 8192) == (False, "auto: fp8 is slower than the lower precision on CPUs")
+    with pytest.raises(RuntimeError, match="unknown granularity 'columnwise'"):
+        rule("cuda", 4096, 4096, 4096, granularity="columnwise")
+
+
+@pytest.mark.parametrize("times, chooses_fp8", [("1,2", True), ("2,1", False)])
+def test_measured_keeps_the_faster_and_its_file(times, chooses_fp8, monkeypatch, lower_precision_result, fp8_result):
+    monkeypatch.setenv(TIMES, times)
+    load("measured")
+    with autocastgen.stats() as counted:
+        got = run()
+    assert same(got, fp8_result if chooses_fp8 else lower_precision_result)
+    decisions = autocastgen.fp8_selections()
+    # linear [32 x 64] x [64 x 48], mm [32 x 48] x [48 x 32], addmm [32 x 32] x [32 x 32].
+    assert [(d["m"], d["k"], d["n"], d["backward"], d["fp8"], d["source"]) for d in decisions] == [
+        (32, 64, 48, True, chooses_fp8, "measured"), (32, 48, 32, True, chooses_fp8, "measured"),
+        (32, 32, 32, True, chooses_fp8, "measured")]
+    assert all(d["device"] == "cpu" and d["dtype"] == "BFloat16" and d["granularity"] == "tensorwise" for d in decisions)
+    if not chooses_fp8:
+        assert counted.ops["aten::linear"]["fp8_skipped"] == {"measured: the lower precision was faster": 1}
+    # The file: one row per class; a new process reads it and measures nothing (its forced times
+    # are malformed: a measurement would raise).
+    path = Path(autocastgen.fp8_selection_file("cpu"))
+    assert path.name == f"cpu-torch{torch.__version__.split('+')[0]}.tsv"
+    assert len(path.read_text().splitlines()) == 3
+    policy = path.parent / "measured.yaml"
+    policy.write_text(POLICY.format(select="measured"))
+    result = child_process.run_child(BUILD, "", f"""
+        import json, torch, autocastgen
+        autocastgen.load_policy({str(policy)!r})
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.nn.functional.linear(torch.randn(32, 64, requires_grad=True), torch.randn(48, 64, requires_grad=True))
+        print(json.dumps(autocastgen.fp8_selections()))
+        """, env={"AUTOCASTGEN_FP8_SELECT_CACHE": os.environ["AUTOCASTGEN_FP8_SELECT_CACHE"], TIMES: "not numbers"})
+    (read,) = child_process.last_json(result)
+    assert (read["fp8"], read["source"], read["m"], read["k"], read["n"]) == (chooses_fp8, "file", 32, 64, 48)
+
+
+def test_measured_classes_by_tokens_rounded_and_by_direction(monkeypatch):
+    monkeypatch.setenv(TIMES, "1,2")
+    load("measured")
+    w = torch.randn(48, 64, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for tokens in (48, 64, 80):  # 48 and 64 share the class M64; 80 is M128
+            torch.nn.functional.linear(torch.randn(tokens, 64), w)
+        with torch.no_grad():
+            torch.nn.functional.linear(torch.randn(64, 64), w)  # no backward: another class
+    assert [(d["m"], d["backward"]) for d in autocastgen.fp8_selections()] == [(64, True), (128, True), (64, False)]
+
+
+def test_a_measurement_for_real_is_consistent_and_leaves_the_random_stream(lower_precision_result, fp8_result):
+    load("measured")
+    x, w = torch.randn(32, 64, requires_grad=True), torch.randn(48, 64, requires_grad=True)
+    before = torch.random.get_rng_state()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.nn.functional.linear(x, w)  # measured here: its values come from a private generator
+    assert torch.equal(torch.random.get_rng_state(), before), "the measurement drew from the user's random stream"
+    autocastgen.forget_fp8_selections()
+    got = run()
+    decisions = autocastgen.fp8_selections()
+    assert len(decisions) == 3 and all(d["fp8_ms"] > 0 and d["lower_ms"] > 0 for d in decisions)
+    assert all(d["fp8"] == (d["fp8_ms"] < d["lower_ms"]) for d in decisions), decisions
+    if all(d["fp8"] for d in decisions):
+        assert same(got, fp8_result)
+    elif not any(d["fp8"] for d in decisions):
+        assert same(got, lower_precision_result)
+
+
+@pytest.mark.parametrize("select, times", [("auto", None), ("measured", "1,2"), ("measured", "2,1"), ("measured", None)])
+def test_compiled_is_eager_bit_for_bit(select, times, monkeypatch):
+    if times:
+        monkeypatch.setenv(TIMES, times)
+    load(select)
+    torch._dynamo.reset()
+    # PyTorch traces the backward inside the forward's autocast scope by default, where the
+    # backward GEMMs of a linear that ran in bfloat16 meet the fp8 list as mm calls of their own
+    # (docs/fp8.md, "Where fp8 pays"); eager runs them outside it. "off" is eager's behaviour.
+    with torch._functorch.config.patch(backward_pass_autocast="off"):
+        # The measurement, when there is one, happens while Dynamo traces (FakeTensors).
+        compiled = run(lambda model: torch.compile(model, fullgraph=True, backend="aot_eager"))
+    eager = run()
+    assert same(compiled, eager)
+    if select == "measured":
+        assert len(autocastgen.fp8_selections()) == 3, autocastgen.fp8_selections()
+
+
+def test_bad_select_is_located():
+    with pytest.raises(autocastgen.PolicyError, match=r"<string>:4:\d+: error: unknown fp8 select 'sometimes'"):
+        autocastgen.load_policy(POLICY.format(select="sometimes"))
+
+
+def test_the_agreement_op_is_a_real_custom_op():
+    torch.library.opcheck(torch.ops.autocastgen.fp8_select_agree.default, (torch.tensor([1.5, 2.5], dtype=torch.float64),))
+    assert torch.equal(torch.ops.autocastgen.fp8_select_agree(torch.tensor([1.5, 2.5], dtype=torch.float64)),
+                       torch.tensor([1.5, 2.5], dtype=torch.float64))

@@ -242,7 +242,8 @@ class FileParser {
         check_choice(*text, {"current", "delayed"}, "fp8 scaling", "");
         recipe.scaling = text->text;
       } else if (key == "granularity") {
-        check_choice(*text, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, "fp8 granularity", "");
+        check_choice(*text, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, "fp8 granularity",
+                     " (docs/fp8.md, \"Row-wise scales\")");
         recipe.granularity = text->text;
         granularity = text;
       } else if (key == "forward") {

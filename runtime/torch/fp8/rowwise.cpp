@@ -18,8 +18,8 @@
 // scaling is refused with row-wise scales.
 //
 // rowwise_with_gw_hp: the same, except that grad W (grad B) is a GEMM in the call's output dtype
-// (the lower-precision dtype) of G and A cast to it, with no fp8 (the forward saves A in that
-// dtype), and B^T for grad A is scaled tensorwise (the weight's ordinary tensorwise fp8 copy, the
+// (the lower-precision dtype) of G and A cast to it, row-major, with no fp8 (the forward saves A in
+// that dtype), and B^T for grad A is scaled tensorwise (the weight's ordinary tensorwise fp8 copy, the
 // scale repeated per column), as torchao's rowwise_with_gw_hp does.
 //
 // The GEMM, A8 [M, K] with inverse scales sa [M, 1] and B8 [K, N] with sb [1, N]:
@@ -55,7 +55,9 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/DispatchKeySet.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -111,11 +113,21 @@ at::Tensor row_major(const at::Tensor& x) {
   return x.contiguous();
 }
 
+// Note [fp8 rowwise internals skip autocast]
+// The GEMMs here are PyTorch's mm (the CPU route, rowwise_with_gw_hp's weight gradient). A backward
+// traced by AOTAutograd inside the autocast region that traced the forward would send them to the
+// Autocast keys, where an fp8 list's mm would quantise them again (eager's backward runs outside
+// autocast); so they run with the Autocast keys excluded, in eager and traced code alike.
+struct NoAutocast {
+  c10::impl::ExcludeDispatchKeyGuard guard{c10::autocast_dispatch_keyset};
+};
+
 // Note [fp8 rowwise], "The GEMM": a8 [M, K] x b8 [K, N] with inverse scales sa [M, 1] and sb [1, N]
 // (float32), in bfloat16.
 at::Tensor rowwise_mm(const at::Tensor& a8, const at::Tensor& sa, const at::Tensor& b8, const at::Tensor& sb,
                       const std::optional<at::Tensor>& bias, bool fast_accum) {
   TORCH_INTERNAL_ASSERT(sa.dim() == 2 && sa.size(1) == 1 && sb.dim() == 2 && sb.size(0) == 1);
+  const NoAutocast no_autocast;
   if (a8.device().type() == c10::DeviceType::CPU) {
     const at::Tensor a = (a8.to(at::kFloat) * sa).contiguous();
     const at::Tensor b = (b8.to(at::kFloat) * sb).contiguous();
@@ -254,8 +266,11 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
       const auto b_dtype = static_cast<c10::ScalarType>(d.at("b_dtype").toInt());
       if (gw_hp) {
         const auto hp = static_cast<c10::ScalarType>(d.at("hp_dtype").toInt());
+        // Row-major operands, so that the CPU's GEMM sees the same layouts eager and traced.
+        const NoAutocast no_autocast;
         const at::Tensor g_hp = g2.to(hp);
-        grad_b = linear ? at::mm(g_hp.t(), saved[2]) : at::mm(saved[2].t(), g_hp);
+        grad_b = linear ? at::mm(g_hp.t().contiguous(), saved[2].contiguous())
+                        : at::mm(saved[2].t().contiguous(), g_hp.contiguous());
         if (alpha != 1.0) grad_b = grad_b * alpha;
         grad_b = grad_b.to(b_dtype);
       } else {
@@ -313,6 +328,7 @@ Pair quantize_weight_rowwise_meta(const at::Tensor& weight, c10::ScalarType dtyp
 
 Quantized quantize_rows(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin) {
   check_reduced_dim(reduced_dim, x, "autocastgen fp8 rowwise");
+  const NoAutocast no_autocast;
   const double max = k8::fp8_max(format_of(fp8));
   const at::Tensor src = x.detach();
   const at::Tensor amax = src.abs().amax({reduced_dim}, /*keepdim=*/true).to(at::kFloat);

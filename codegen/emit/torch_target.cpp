@@ -219,7 +219,17 @@ mustache::data fp8_recipe_data(const policy::Fp8Recipe& recipe) {
   };
   mustache::data d;
   d.set("scaling", capitalized(recipe.scaling));
-  d.set("granularity", capitalized(recipe.granularity));
+  // rowwise_with_gw_hp -> RowwiseWithGwHp: each '_'-separated word capitalised.
+  const auto camel = [&](const std::string& name) {
+    std::string out;
+    for (size_t begin = 0; begin <= name.size();) {
+      const size_t end = std::min(name.find('_', begin), name.size());
+      if (end > begin) out += capitalized(name.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    return out;
+  };
+  d.set("granularity", camel(recipe.granularity));
   d.set("forward", scalar_type(recipe.forward));
   d.set("backward", scalar_type(recipe.backward));
   d.set("amax_history_len", std::to_string(recipe.amax_history_len));

@@ -66,9 +66,9 @@ struct ReleaseGate {
 // checked when the file is read; a derived file's recipe replaces its base's.
 struct Fp8Recipe {
   std::string scaling = "current";        // current | delayed
-  std::string granularity = "tensorwise";  // tensorwise
+  std::string granularity = "tensorwise";  // tensorwise | rowwise | rowwise_with_gw_hp
   std::string forward = "float8_e4m3fn";   // float8_e4m3fn
-  std::string backward = "float8_e5m2";    // float8_e5m2 | float8_e4m3fn
+  std::string backward = "float8_e5m2";    // float8_e5m2 | float8_e4m3fn (rowwise*: float8_e4m3fn, the default there)
   int64_t amax_history_len = 16;           // delayed scaling: amaxes kept per weight
   int64_t margin = 0;                      // scale = fp8_max / amax / 2^margin
   std::string select = "all";              // all | auto | measured: which GEMMs run in fp8

@@ -226,6 +226,8 @@ class FileParser {
     Fp8Recipe recipe;
     recipe.location = key_location;
     const YamlNode* history_key = nullptr;
+    std::optional<Located> granularity;  // where a row-wise granularity was given
+    std::optional<Located> backward;
     for (const auto& [key, value, key_node] : checked_pairs(node, kFp8Keys, "key in 'fp8:'")) {
       if (key == "amax_history_len" || key == "margin") {
         const bool history = key == "amax_history_len";
@@ -240,8 +242,10 @@ class FileParser {
         check_choice(*text, {"current", "delayed"}, "fp8 scaling", "");
         recipe.scaling = text->text;
       } else if (key == "granularity") {
-        check_choice(*text, {"tensorwise"}, "fp8 granularity", text->text == "rowwise" ? " (row-wise scales are not implemented)" : "");
+        check_choice(*text, {"tensorwise", "rowwise", "rowwise_with_gw_hp"}, "fp8 granularity",
+                     " (docs/fp8.md, \"Row-wise scales\")");
         recipe.granularity = text->text;
+        granularity = text;
       } else if (key == "select") {
         check_choice(*text, {"all", "auto", "measured"}, "fp8 select", "");
         recipe.select = text->text;
@@ -254,6 +258,23 @@ class FileParser {
       } else {
         check_choice(*text, {"float8_e5m2", "float8_e4m3fn"}, "fp8 backward dtype", "");
         recipe.backward = text->text;
+        backward = text;
+      }
+    }
+    // Note [fp8 rowwise] (runtime/torch/fp8/rowwise.cpp): row-wise scales are current and e4m3 for
+    // every operand; the backward defaults to float8_e4m3fn there.
+    if (granularity && granularity->text.starts_with("rowwise")) {
+      if (recipe.scaling == "delayed")
+        diags_.error(granularity->location, fmt::format("'granularity: {}' takes 'scaling: current' only (delayed scaling with "
+                                                        "row-wise scales is not implemented)", granularity->text),
+                     granularity->length);
+      if (!backward) {
+        recipe.backward = "float8_e4m3fn";
+      } else if (backward->text != "float8_e4m3fn") {
+        diags_.error(backward->location, fmt::format("'granularity: {}' needs 'backward: float8_e4m3fn', found '{}' (row-wise "
+                                                     "scales use e4m3 for every operand, as torchao's rowwise recipe does)",
+                                                     granularity->text, backward->text),
+                     backward->length);
       }
     }
     if (history_key && recipe.scaling != "delayed")

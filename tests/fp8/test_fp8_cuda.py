@@ -210,3 +210,66 @@ def test_cuda_mm_gradients_through_the_byte_transpose(ops, m, k, n):
     col = lambda t: t.t().contiguous().t()  # noqa: E731 -- column-major copy
     assert torch.equal(a.grad, smm(qg, col(qb.t()), ig, ib, torch.float32))
     assert torch.equal(b.grad, smm(qa.t().contiguous(), col(qg), ia, ig, torch.float32))
+
+
+# --- Row-wise scales (Note [fp8 rowwise] in runtime/torch/fp8/rowwise.cpp) ------------------------
+
+def rows(x, reduced_dim):
+    """e4m3 with one power-of-two scale per slice (amax over reduced_dim): (data, 1/scale)."""
+    x = x.detach()
+    amax = x.abs().amax(reduced_dim, keepdim=True).double()
+    scale = torch.where(amax > 0, (448.0 / amax).clamp(max=2.0**126), 1.0).float()
+    scale = torch.exp2(torch.floor(torch.log2(scale)))
+    return (x.float() * scale).clamp(-448.0, 448.0).to(E4M3), scale.reciprocal()
+
+
+def test_cuda_rowwise_linear_matches_scaled_mm(ops):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 256, device="cuda", generator=g).bfloat16().requires_grad_()
+    w = torch.nn.Parameter(torch.randn(128, 256, device="cuda", generator=g) * 0.05)
+    b = torch.nn.Parameter(torch.randn(128, device="cuda", generator=g))
+    gy = torch.randn(64, 128, device="cuda", generator=g).bfloat16()
+    y = ops.fp8_linear(x, w, b, out_dtype=torch.bfloat16, granularity="rowwise", backward="float8_e4m3fn")
+    y.backward(gy)
+    qx, ix = rows(x, 1)
+    qw, iw = rows(w, 1)
+    ref = smm(qx, qw.t(), ix, iw.reshape(1, -1), torch.bfloat16, bias=b.detach().bfloat16(), fast=True)
+    assert torch.equal(y.detach(), ref)
+    qg, ig = rows(gy, 1)
+    qwc, iwc = rows(w, 0)
+    assert torch.equal(x.grad, smm(qg, qwc.t().contiguous().t(), ig, iwc, torch.bfloat16))
+    qgc, igc = rows(gy, 0)
+    qxc, ixc = rows(x, 0)
+    ref_gw = smm(qgc.t().contiguous(), qxc.t().contiguous().t(), igc.reshape(-1, 1), ixc, torch.bfloat16).float()
+    assert torch.equal(w.grad, ref_gw)
+    exact = F.linear(x.float(), w.float(), b.float())
+    assert (y.float() - exact).abs().max() < 0.08 * exact.abs().max()
+
+
+@pytest.mark.parametrize("policy", ["fp8_cuda_rowwise.yaml", "fp8_cuda_rowwise_gw_hp.yaml"])
+def test_cuda_rowwise_policy_compiled_matches_eager(ops, policy):
+    import torch._inductor.config
+    ops.load_runtime_policy_file(str(DATA / policy))
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch._dynamo.reset()
+            torch.manual_seed(0)
+            layer = torch.nn.Linear(256, 128, device="cuda")
+            compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+            x = torch.randn(32, 256, device="cuda", requires_grad=True)
+            results = []
+            for model in (layer, compiled):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    y = model(x)
+                y.float().square().mean().backward()
+                results.append((y.detach(), x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone()))
+                x.grad = None
+                layer.zero_grad(set_to_none=True)
+            for a, b in zip(*results):
+                assert torch.equal(a, b)
+            exact = F.linear(x, layer.weight, layer.bias)
+            assert (results[0][0].float() - exact).abs().max() < 0.08 * exact.abs().max()
+    finally:
+        ops.clear_runtime_policies()
+        ops.fp8_clear_weight_cache("cuda")
+        torch._dynamo.reset()

@@ -110,7 +110,18 @@ TEST_F(Fp8Runtime, RecipeValidationAndText) {
   EXPECT_EQ(parse_scaling("delayed"), Scaling::Delayed);
   EXPECT_EQ(parse_scaling("Delayed"), std::nullopt);
   EXPECT_EQ(parse_granularity("tensorwise"), Granularity::Tensorwise);
-  EXPECT_EQ(parse_granularity("rowwise"), std::nullopt);
+  EXPECT_EQ(parse_granularity("rowwise"), Granularity::Rowwise);
+  EXPECT_EQ(parse_granularity("rowwise_with_gw_hp"), Granularity::RowwiseWithGwHp);
+  EXPECT_EQ(parse_granularity("colwise"), std::nullopt);
+  EXPECT_STREQ(granularity_name(Granularity::RowwiseWithGwHp), "rowwise_with_gw_hp");
+  Recipe rw;
+  rw.granularity = Granularity::Rowwise;
+  EXPECT_THROW(rw.validate(), c10::Error);  // the default backward, e5m2, is refused with row-wise scales
+  rw.backward_dtype = c10::ScalarType::Float8_e4m3fn;
+  EXPECT_NO_THROW(rw.validate());
+  EXPECT_EQ(rw.str(), "{scaling: current, granularity: rowwise, forward: float8_e4m3fn, backward: float8_e4m3fn, margin: 0}");
+  rw.scaling = Scaling::Delayed;
+  EXPECT_THROW(rw.validate(), c10::Error);  // delayed row-wise scales are not implemented
   EXPECT_EQ(parse_fp8_dtype("float8_e5m2"), at::kFloat8_e5m2);
   EXPECT_EQ(parse_fp8_dtype("float8_e4m3fnuz"), std::nullopt);
 }

@@ -107,6 +107,11 @@ SAMPLES = {
         (lambda: ((_param(32, 16), E4M3), {"scaling": "delayed", "amax_history_len": 4, "margin": 1}), ALL, ""),
         (lambda: ((_param(16, 16), E4M3), {"cache": False, "fused": False}), ALL, ""),
     ],
+    "autocastgen::fp8_quantize_weight_rowwise": [
+        (lambda: ((_param(32, 16), E4M3, 1), {}), ALL, ""),
+        (lambda: ((_param(32, 16), E4M3, 0), {"margin": 1}), ALL, ""),
+        (lambda: ((_param(16, 32), E4M3, 0), {"cache": False}), ALL, ""),
+    ],
     "autocastgen::fp8_amax": [(lambda: ((_rand(7, 5, requires_grad=True),), {}), ALL, "")],
     "autocastgen::fp8_scale_cast": [(lambda: ((_rand(6, 3), torch.tensor(4.0), E4M3), {}), ALL, "")],
     "autocastgen::fp8_scale_from_amax": [(lambda: ((torch.tensor(3.5), E5M2), {"margin": 2}), ALL, "")],

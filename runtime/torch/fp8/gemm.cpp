@@ -16,6 +16,7 @@
 #include "autocastgen/fp8/fp8.h"
 #include "autocastgen/torch/compat.h"
 #include "operand.h"
+#include "rowwise.h"
 
 namespace autocastgen::fp8 {
 namespace {
@@ -329,7 +330,27 @@ at::Tensor run(const at::Tensor& a, const at::Tensor& b, const std::optional<at:
   spec.recipe.validate();
   TORCH_CHECK(support.ok, who, ": this call cannot run in fp8 (", support.reason,
               "); check fp8_*_support() first and run it in the lower-precision dtype instead");
+  if (is_rowwise(spec.recipe.granularity)) {
+    const detail::RowwiseSpec rowwise{spec.linear,  spec.alpha,       spec.beta,         spec.recipe,
+                                      spec.out_dtype, spec.options, will_need_grad(a), will_need_grad(b)};
+    return detail::rowwise_gemm(a, b, add, rowwise);
+  }
   return Fp8Gemm::apply(a, b, add, spec);
+}
+
+// The support rule's answer for a recipe: row-wise scales are refused for tensor subclasses met
+// eagerly (DTensor), which run in the lower-precision dtype (Note [fp8 rowwise] in rowwise.cpp).
+Support for_recipe(const Support& support, const Recipe& recipe, const std::vector<const at::Tensor*>& operands) {
+  if (support.ok && is_rowwise(recipe.granularity) && any_eager_subclass(operands)) {
+    return no("row-wise fp8 scales (granularity rowwise) are not implemented for tensor subclasses such as DTensor "
+              "(tensor parallel): a row's amax would span shards");
+  }
+  return support;
+}
+
+const at::Tensor& bias_or_undefined(const std::optional<at::Tensor>& bias) {
+  static const at::Tensor undefined;
+  return bias.has_value() ? *bias : undefined;
 }
 
 double real_scalar(const c10::Scalar& s, const char* what) {
@@ -415,25 +436,29 @@ at::Tensor addmm_gemm(const at::Tensor& self, const at::Tensor& mat1, const at::
 at::Tensor fp8_linear(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                       const Recipe& recipe, c10::ScalarType out_dtype, const CallOptions& options) {
   return linear_gemm(input, weight, bias, recipe, out_dtype, options,
-                     fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling));
+                     for_recipe(fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling), recipe,
+                                {&input, &weight, &bias_or_undefined(bias)}));
 }
 
 at::Tensor fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe, c10::ScalarType out_dtype,
                   const CallOptions& options) {
-  return mm_gemm(self, mat2, recipe, out_dtype, options, fp8_mm_support(self, mat2, out_dtype, recipe.scaling));
+  return mm_gemm(self, mat2, recipe, out_dtype, options,
+                 for_recipe(fp8_mm_support(self, mat2, out_dtype, recipe.scaling), recipe, {&self, &mat2}));
 }
 
 at::Tensor fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                      const c10::Scalar& alpha, const Recipe& recipe, c10::ScalarType out_dtype,
                      const CallOptions& options) {
   return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options,
-                    fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling));
+                    for_recipe(fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling), recipe,
+                               {&self, &mat1, &mat2}));
 }
 
 std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tensor& weight,
                                          const std::optional<at::Tensor>& bias, const Recipe& recipe,
                                          c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
-  const Support support = fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling);
+  const Support support = for_recipe(fp8_linear_support(input, weight, bias, out_dtype, recipe.scaling), recipe,
+                                     {&input, &weight, &bias_or_undefined(bias)});
   if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return linear_gemm(input, weight, bias, recipe, out_dtype, options, support);
@@ -441,7 +466,8 @@ std::optional<at::Tensor> try_fp8_linear(const at::Tensor& input, const at::Tens
 
 std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& mat2, const Recipe& recipe,
                                      c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
-  const Support support = fp8_mm_support(self, mat2, out_dtype, recipe.scaling);
+  const Support support =
+      for_recipe(fp8_mm_support(self, mat2, out_dtype, recipe.scaling), recipe, {&self, &mat2});
   if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return mm_gemm(self, mat2, recipe, out_dtype, options, support);
@@ -450,7 +476,8 @@ std::optional<at::Tensor> try_fp8_mm(const at::Tensor& self, const at::Tensor& m
 std::optional<at::Tensor> try_fp8_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                                         const c10::Scalar& beta, const c10::Scalar& alpha, const Recipe& recipe,
                                         c10::ScalarType out_dtype, const CallOptions& options, Support* refused) {
-  const Support support = fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling);
+  const Support support = for_recipe(fp8_addmm_support(self, mat1, mat2, out_dtype, recipe.scaling), recipe,
+                                     {&self, &mat1, &mat2});
   if (refused != nullptr) *refused = support;
   if (!support) return std::nullopt;
   return addmm_gemm(self, mat1, mat2, beta, alpha, recipe, out_dtype, options, support);

@@ -33,6 +33,8 @@ bool traced_graph_input(const at::Tensor& t) {
   return fn != nullptr && fn->next_edges().empty() && fn->name() == "torch::autograd::Error";
 }
 
+}  // namespace
+
 bool is_weight(const at::Tensor& t) {
   if (!t.requires_grad() || t.is_view()) return false;
   return t.is_leaf() || (traced(t) && traced_graph_input(t));
@@ -50,6 +52,8 @@ std::optional<at::Tensor> transposed_weight(const at::Tensor& t) {
   }
   return base;
 }
+
+namespace {
 
 using QuantizedPair = std::tuple<at::Tensor, at::Tensor>;
 

@@ -1,6 +1,8 @@
 // GEMM operands to fp8 (internal): which are weights, which scaling each gets, eager or traced.
 #pragma once
 
+#include <optional>
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -17,6 +19,11 @@ namespace autocastgen::fp8::detail {
 
 // The gradient of a GEMM's output in recipe.backward_dtype, current-scaled.
 [[nodiscard]] Quantized quantize_gradient(const at::Tensor& g, const Recipe& recipe, const CallOptions& options);
+
+// Whether `t` is a weight (Note [fp8 weights]): cached, and delayed-scaled under delayed scaling.
+[[nodiscard]] bool is_weight(const at::Tensor& t);
+// W when `t` is W.t() for a 2-D weight W (so that `x @ W.t()` shares W's fp8 copies).
+[[nodiscard]] std::optional<at::Tensor> transposed_weight(const at::Tensor& t);
 
 // Whether `t` has no data (a meta tensor, or a Python tensor such as FakeTensor).
 [[nodiscard]] bool dataless(const at::Tensor& t);

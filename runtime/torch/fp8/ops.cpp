@@ -15,8 +15,12 @@ namespace autocastgen::fp8 {
 namespace {
 
 Recipe recipe_of(const std::string& scaling, const std::string& forward, const std::string& backward,
-                 int64_t amax_history_len, int64_t margin) {
+                 int64_t amax_history_len, int64_t margin, const std::string& granularity) {
   Recipe r;
+  const auto g = parse_granularity(granularity);
+  TORCH_CHECK(g.has_value(), "autocastgen fp8: unknown granularity '", granularity,
+              "' (tensorwise, rowwise or rowwise_with_gw_hp)");
+  r.granularity = *g;
   const auto s = parse_scaling(scaling);
   TORCH_CHECK(s.has_value(), "autocastgen fp8: unknown scaling '", scaling, "' (current or delayed)");
   const auto f = parse_fp8_dtype(forward);
@@ -48,7 +52,8 @@ c10::DeviceType device_type(const std::string& device) { return c10::Device(devi
 // The recipe and options as keyword arguments, shared by the three GEMM schemas.
 #define AUTOCASTGEN_FP8_RECIPE_ARGS                                                                 \
   "str scaling=\"current\", str forward=\"float8_e4m3fn\", str backward=\"float8_e5m2\", " \
-  "int amax_history_len=16, int margin=0, bool cache=True, bool fused=True, bool cuda_layout=False"
+  "int amax_history_len=16, int margin=0, bool cache=True, bool fused=True, bool cuda_layout=False, " \
+  "str granularity=\"tensorwise\""
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   using namespace autocastgen::fp8;  // NOLINT
@@ -56,24 +61,27 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
         ") -> Tensor",
         [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
            c10::ScalarType out_dtype, const std::string& scaling, const std::string& forward,
-           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout) {
-          return fp8_linear(input, weight, bias, recipe_of(scaling, forward, backward, history, margin), out_dtype,
-                            options_of(cache, fused, cuda_layout));
+           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout,
+           const std::string& granularity) {
+          return fp8_linear(input, weight, bias, recipe_of(scaling, forward, backward, history, margin, granularity),
+                            out_dtype, options_of(cache, fused, cuda_layout));
         });
   m.def("fp8_mm(Tensor self, Tensor mat2, *, ScalarType out_dtype, " AUTOCASTGEN_FP8_RECIPE_ARGS ") -> Tensor",
         [](const at::Tensor& self, const at::Tensor& mat2, c10::ScalarType out_dtype, const std::string& scaling,
            const std::string& forward, const std::string& backward, int64_t history, int64_t margin, bool cache,
-           bool fused, bool cuda_layout) {
-          return fp8_mm(self, mat2, recipe_of(scaling, forward, backward, history, margin), out_dtype,
+           bool fused, bool cuda_layout, const std::string& granularity) {
+          return fp8_mm(self, mat2, recipe_of(scaling, forward, backward, history, margin, granularity), out_dtype,
                         options_of(cache, fused, cuda_layout));
         });
   m.def("fp8_addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, ScalarType out_dtype, "
         AUTOCASTGEN_FP8_RECIPE_ARGS ") -> Tensor",
         [](const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
            const c10::Scalar& alpha, c10::ScalarType out_dtype, const std::string& scaling, const std::string& forward,
-           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout) {
-          return fp8_addmm(self, mat1, mat2, beta, alpha, recipe_of(scaling, forward, backward, history, margin),
-                           out_dtype, options_of(cache, fused, cuda_layout));
+           const std::string& backward, int64_t history, int64_t margin, bool cache, bool fused, bool cuda_layout,
+           const std::string& granularity) {
+          return fp8_addmm(self, mat1, mat2, beta, alpha,
+                           recipe_of(scaling, forward, backward, history, margin, granularity), out_dtype,
+                           options_of(cache, fused, cuda_layout));
         });
   // "" when the call can run in fp8, else the reason it cannot.
   m.def("fp8_linear_support(Tensor input, Tensor weight, Tensor? bias, ScalarType out_dtype) -> str",

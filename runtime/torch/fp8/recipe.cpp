@@ -26,7 +26,15 @@ void Recipe::validate() const {
   TORCH_CHECK(backward_dtype == c10::ScalarType::Float8_e5m2 || backward_dtype == c10::ScalarType::Float8_e4m3fn,
               "autocastgen fp8 recipe: backward must be float8_e5m2 or float8_e4m3fn, got ",
               fp8_dtype_name(backward_dtype));
-  TORCH_CHECK(granularity == Granularity::Tensorwise, "autocastgen fp8 recipe: granularity must be tensorwise");
+  TORCH_CHECK(granularity == Granularity::Tensorwise || granularity == Granularity::Rowwise ||
+                  granularity == Granularity::RowwiseWithGwHp,
+              "autocastgen fp8 recipe: granularity must be tensorwise, rowwise or rowwise_with_gw_hp");
+  TORCH_CHECK(!is_rowwise(granularity) || scaling == Scaling::Current, "autocastgen fp8 recipe: granularity ",
+              granularity_name(granularity), " takes current scaling only (delayed row-wise scales are not implemented)");
+  TORCH_CHECK(!is_rowwise(granularity) || backward_dtype == c10::ScalarType::Float8_e4m3fn,
+              "autocastgen fp8 recipe: granularity ", granularity_name(granularity),
+              " needs backward float8_e4m3fn, got ", fp8_dtype_name(backward_dtype),
+              " (row-wise scales use e4m3 for every operand, as torchao's rowwise recipe does)");
   TORCH_CHECK(scaling == Scaling::Current || scaling == Scaling::Delayed,
               "autocastgen fp8 recipe: scaling must be current or delayed");
   TORCH_CHECK(amax_history_len >= 1 && amax_history_len <= 65536,
@@ -49,7 +57,13 @@ std::string Recipe::str() const {
 
 const char* scaling_name(Scaling s) { return s == Scaling::Current ? "current" : "delayed"; }
 
-const char* granularity_name(Granularity) { return "tensorwise"; }
+const char* granularity_name(Granularity g) {
+  switch (g) {
+    case Granularity::Rowwise: return "rowwise";
+    case Granularity::RowwiseWithGwHp: return "rowwise_with_gw_hp";
+    default: return "tensorwise";
+  }
+}
 
 const char* select_name(Select s) {
   switch (s) {
@@ -75,6 +89,8 @@ std::optional<Scaling> parse_scaling(std::string_view name) {
 
 std::optional<Granularity> parse_granularity(std::string_view name) {
   if (name == "tensorwise") return Granularity::Tensorwise;
+  if (name == "rowwise") return Granularity::Rowwise;
+  if (name == "rowwise_with_gw_hp") return Granularity::RowwiseWithGwHp;
   return std::nullopt;
 }
 

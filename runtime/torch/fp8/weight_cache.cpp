@@ -52,7 +52,8 @@ struct KeyHash {
   std::size_t operator()(const WeightCacheKey& k) const {
     std::size_t h = std::hash<const void*>()(k.weight);
     h ^= (static_cast<std::size_t>(k.fp8) << 1) ^ (static_cast<std::size_t>(k.scaling) << 9) ^
-         (static_cast<std::size_t>(k.margin) << 11) ^ (static_cast<std::size_t>(k.inference) << 19);
+         (static_cast<std::size_t>(k.margin) << 11) ^ (static_cast<std::size_t>(k.inference) << 19) ^
+         (static_cast<std::size_t>(k.reduced_dim + 1) << 21);
     return h;
   }
 };

@@ -18,6 +18,10 @@ struct WeightCacheKey {
   Scaling scaling = Scaling::Current;
   std::int32_t margin = 0;
   bool inference = false;  // made in inference mode (an inference tensor may not be saved for backward)
+  // -1: one scale for the tensor; 0 or 1: row-wise scales, one per slice along the other
+  // dimension, with amaxes taken over this one (Note [fp8 rowwise]), so that a tensorwise copy and
+  // the two row-wise copies of one weight never stand in for each other.
+  std::int8_t reduced_dim = -1;
   bool operator==(const WeightCacheKey&) const = default;
 };
 

@@ -28,11 +28,15 @@ struct AdviseOptions {
   double margin_bits = 1.0;
   std::string device;
   std::string output;
+  std::string fp8;  // a script defining `model` and `inputs` (Note [fp8 places] in python/autocastgen/_fp8_advice.py)
 };
 
 int run_advise(const AdviseOptions& options) {
-  std::vector<std::string> args = {options.record, "--policy", options.policy, "--dtype", options.dtype,
-                                   "--margin-bits", fmt::format("{}", options.margin_bits), "-o", options.output};
+  std::vector<std::string> args = {"--policy", options.policy, "--margin-bits", fmt::format("{}", options.margin_bits),
+                                   "-o", options.output};
+  if (!options.record.empty()) args.insert(args.begin(), options.record);
+  if (!options.dtype.empty()) args.insert(args.end(), {"--dtype", options.dtype});
+  if (!options.fp8.empty()) args.insert(args.end(), {"--fp8", options.fp8});
   if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
   return run_own_python_module("advise", "autocastgen.advise", args);
 }
@@ -46,17 +50,19 @@ VerbRunner add_advise_verb(CLI::App& app) {
                 "recorded ranges leave the dtype's range (docs/advise.md)");
   verb->add_option("RECORD", options->record,
                    "A record taken in record-only mode with the model attached (autocastgen.record with "
-                   "autocastgen.attach)")
-      ->required();
+                   "autocastgen.attach); or --fp8");
   verb->add_option("--policy", options->policy, "The base policy the record was taken with")->required();
-  verb->add_option("--dtype", options->dtype, "The lower-precision dtype to advise for")
-      ->required()
+  verb->add_option("--dtype", options->dtype, "The lower-precision dtype to advise for (required with RECORD; "
+                                              "bfloat16 by default with --fp8)")
       ->check(CLI::IsMember({"float16", "bfloat16"}));
   verb->add_option("--margin-bits", options->margin_bits,
                    "Move a place whose largest |value| comes within this many bits of the dtype's largest "
                    "finite value (default 1)");
   verb->add_option("--device", options->device,
                    "The device the record was taken on (a record does not say): checked against the base policy's");
+  verb->add_option("--fp8", options->fp8,
+                   "Propose fp8 places instead: run the model of SCRIPT.py (its globals `model` and `inputs`), keep "
+                   "fp8 where a module's measured time improves and validation against float32 holds (docs/advise.md)");
   verb->add_option("-o,--output", options->output, "The policy file to write")->required();
   return [options] { return run_advise(*options); };
 }

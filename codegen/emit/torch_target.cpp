@@ -475,7 +475,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
       std::string dtype = "Undefined";
       for (const policy::DtypeName& d : policy::dtype_names())
         if (section.kind == policy::SectionKind::dtype && d.name == section.dtype) dtype = std::string(d.c10);
-      const std::string kind = section.kind == policy::SectionKind::dtype ? "dtype" : section.value();
+      const std::string kind(section.kind_name());
       const std::vector<std::string> fields = {cpp_string_literal(section.pattern), fmt::format("rt::SectionKind::{}", kind),
                                                fmt::format("c10::ScalarType::{}", dtype),
                                                cpp_string_literal(where_text(options, section.location))};

@@ -970,6 +970,7 @@ class ImportConsumer : public clang::ASTConsumer {
       const std::string dtype = pattern ? enumerator(list->getInit(2)) : std::string();
       std::optional<policy::ModuleSection> section;
       if (kind == "fp32" || kind == "off") section = policy::parse_section_value(kind);
+      if (kind == "fp8_on" || kind == "fp8_off") section = policy::parse_section_value(kind == "fp8_on" ? "{fp8: on}" : "{fp8: off}");
       for (const policy::DtypeName& d : policy::dtype_names())
         if (kind == "dtype" && d.c10 == dtype) section = policy::parse_section_value(d.name);
       if (!section) {

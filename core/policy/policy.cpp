@@ -218,6 +218,19 @@ std::string ModuleSection::value() const {
     case SectionKind::fp32: return "fp32";
     case SectionKind::off: return "off";
     case SectionKind::dtype: return dtype;
+    case SectionKind::fp8_on: return "{fp8: on}";
+    case SectionKind::fp8_off: return "{fp8: off}";
+  }
+  return "fp32";
+}
+
+std::string_view ModuleSection::kind_name() const {
+  switch (kind) {
+    case SectionKind::fp32: return "fp32";
+    case SectionKind::off: return "off";
+    case SectionKind::dtype: return "dtype";
+    case SectionKind::fp8_on: return "fp8_on";
+    case SectionKind::fp8_off: return "fp8_off";
   }
   return "fp32";
 }
@@ -226,6 +239,8 @@ std::optional<ModuleSection> parse_section_value(std::string_view value) {
   ModuleSection section;
   if (value == "fp32") section.kind = SectionKind::fp32;
   else if (value == "off") section.kind = SectionKind::off;
+  else if (value == "{fp8: on}") section.kind = SectionKind::fp8_on;
+  else if (value == "{fp8: off}") section.kind = SectionKind::fp8_off;
   else if (value == "float16" || value == "bfloat16") section = {"", SectionKind::dtype, std::string(value), {}, 1};
   else return std::nullopt;
   return section;

@@ -236,21 +236,30 @@ struct Rule {
 //   floating inputs cast to float32), `off` (off; inputs untouched), or a dtype of
 //   `lower_precision:` (the lower-precision dtype inside). The innermost matching module decides;
 //   inside fp32/off no list entry applies. The runtime's autocastgen/runtime/modules.h does it.
-enum class SectionKind : uint8_t { fp32, off, dtype };
+// - Note [fp8 by place]: a section value `{fp8: off}` / `{fp8: on}` says whether the fp8 list's
+//   GEMMs run in fp8 inside (docs/fp8.md, "fp8 by place"). It is its own dimension: the innermost
+//   module that an fp8 value matches decides fp8, whatever precision value decides the rest, and an
+//   fp8 entry runs in fp8 only where its own conditions (its `modules:` included) hold and no
+//   `{fp8: off}` is in force; elsewhere inside its conditions it runs as lower_precision_fp.
+enum class SectionKind : uint8_t { fp32, off, dtype, fp8_on, fp8_off };
 struct ModuleSection {
   std::string pattern;
   SectionKind kind = SectionKind::fp32;
   std::string dtype;        // kind == dtype: float16, bfloat16
   SourceLocation location;  // of the pattern
   uint32_t length = 1;
-  // `fp32`, `off` or the dtype, as the policy language writes it.
+  // `fp32`, `off`, the dtype, `{fp8: on}` or `{fp8: off}`, as the policy language writes it.
   [[nodiscard]] std::string value() const;
+  // The runtime's enumerator (autocastgen::modules::SectionKind): fp32, off, dtype, fp8_on, fp8_off.
+  [[nodiscard]] std::string_view kind_name() const;
+  [[nodiscard]] bool is_fp8() const { return kind == SectionKind::fp8_on || kind == SectionKind::fp8_off; }
   friend bool operator==(const ModuleSection& a, const ModuleSection& b) {
     return a.pattern == b.pattern && a.kind == b.kind && a.dtype == b.dtype;
   }
 };
-// A section value as the language writes it: fp32, off, float16 or bfloat16 (whether the dtype is
-// one of the policy's is the resolver's check); nullopt for anything else.
+// A section value as the language writes it: fp32, off, float16, bfloat16, `{fp8: on}` or
+// `{fp8: off}` (exactly so spelled; whether the dtype is one of the policy's is the resolver's
+// check); nullopt for anything else.
 [[nodiscard]] std::optional<ModuleSection> parse_section_value(std::string_view value);
 // A pattern as the policy language writes it in flow context: plain when it reads back as the same
 // string (`lm_head`, `layers.*.attn`), double-quoted otherwise (`"*.attn"`).

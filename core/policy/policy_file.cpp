@@ -636,7 +636,7 @@ class FileParser {
   void parse_sections(const YamlNode& node) {
     if (node.is_null()) return;
     if (!node.is_mapping()) {
-      diags_.error(node.location(), fmt::format("'modules:' must map module patterns to fp32, off or a lower-precision dtype, such as "
+      diags_.error(node.location(), fmt::format("'modules:' must map module patterns to fp32, off, a lower-precision dtype or {{fp8: on|off}}, such as "
                                                 "{{lm_head: fp32}}, found {}",
                                                 node.describe()));
       return;
@@ -650,25 +650,58 @@ class FileParser {
         diags_.note(it->second, "first given here");
         continue;
       }
-      std::optional<Located> text = scalar(value, "a value in 'modules:' must be fp32, off or a lower-precision dtype");
+      if (value.is_mapping()) {  // Note [fp8 by place]: `{fp8: on}` or `{fp8: off}`
+        if (std::optional<Located> fp8 = section_fp8(value, *pattern)) result_.sections.push_back({std::move(*pattern), std::move(*fp8)});
+        continue;
+      }
+      std::optional<Located> text = scalar(value, "a value in 'modules:' must be fp32, off, a lower-precision dtype or {fp8: on|off}");
       if (!text) continue;
       if (!parse_section_value(text->text)) {
         static const std::map<std::string, std::string, std::less<>> aliases = {
             {"half", "float16"}, {"fp16", "float16"}, {"bf16", "bfloat16"}, {"float32", "fp32"}, {"float", "fp32"},
             {"torch.float32", "fp32"}, {"torch.float16", "float16"}, {"torch.bfloat16", "bfloat16"}, {"false", "off"},
-            {"none", "off"}, {"disabled", "off"}};
+            {"none", "off"}, {"disabled", "off"}, {"fp8_off", "{fp8: off}"}, {"no_fp8", "{fp8: off}"}, {"fp8", "{fp8: on}"},
+            {"fp8_on", "{fp8: on}"}};
         const auto alias = aliases.find(text->text);
         const std::string suggestion =
             alias != aliases.end() ? alias->second : closest_match(text->text, {std::begin(kSectionValues), std::end(kSectionValues)});
         diags_.error(text->location,
                      suggestion.empty()
-                         ? fmt::format("unknown section value '{}' for '{}' (expected fp32, off, float16 or bfloat16)", text->text, pattern->text)
+                         ? fmt::format("unknown section value '{}' for '{}' (expected fp32, off, float16, bfloat16 or {{fp8: on|off}})", text->text, pattern->text)
                          : fmt::format("unknown section value '{}' for '{}'; did you mean '{}'?", text->text, pattern->text, suggestion),
                      text->length);
         continue;
       }
       result_.sections.push_back({std::move(*pattern), std::move(*text)});
     }
+  }
+
+  // Note [fp8 by place]: a section value `{fp8: on}` or `{fp8: off}`, returned as that canonical
+  // text (what parse_section_value reads) at the place of the on/off.
+  std::optional<Located> section_fp8(const YamlNode& node, const Located& pattern) {
+    static constexpr std::string_view kSectionMapKeys[] = {"fp8"};
+    std::optional<Located> out;
+    const size_t errors_before = diags_.error_count();
+    for (const auto& [key, value, key_node] : checked_pairs(node, kSectionMapKeys, "key in a 'modules:' value")) {
+      std::optional<Located> text = scalar(*value, fmt::format("'fp8:' for '{}' must be on or off", pattern.text));
+      if (!text) return std::nullopt;
+      if (text->text != "on" && text->text != "off") {
+        static const std::map<std::string, std::string, std::less<>> aliases = {
+            {"true", "on"}, {"True", "on"}, {"yes", "on"}, {"enabled", "on"}, {"false", "off"}, {"False", "off"},
+            {"no", "off"}, {"disabled", "off"}, {"none", "off"}};
+        const auto alias = aliases.find(text->text);
+        diags_.error(text->location,
+                     alias != aliases.end()
+                         ? fmt::format("unknown fp8 value '{}' for '{}'; did you mean '{}'?", text->text, pattern.text, alias->second)
+                         : fmt::format("unknown fp8 value '{}' for '{}' (expected on or off)", text->text, pattern.text),
+                     text->length);
+        return std::nullopt;
+      }
+      out = Located{fmt::format("{{fp8: {}}}", text->text), text->location, text->length, false};
+    }
+    if (diags_.error_count() != errors_before) return std::nullopt;
+    if (!out) diags_.error(node.location(), fmt::format("the value for '{}' is an empty mapping; write {{fp8: on}} or {{fp8: off}}", pattern.text));
+    return out;
   }
 
   // `when: {arg: value-or-list}` / `unless: {...}`: argument names, each with one or more scalars

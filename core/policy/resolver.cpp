@@ -400,6 +400,17 @@ class Resolver {
     }
     if (std::optional<std::vector<ModuleSection>> sections = resolve_sections(merged, dtypes, diags_, lower_precision_given_))
       result_.sections = std::move(*sections);
+    // Note [fp8 by place]: an fp8 value decides where the fp8 list's GEMMs run in fp8; without a
+    // list (or recipe) it could do nothing.
+    const bool has_fp8_list = std::any_of(slots_.begin(), slots_.end(),
+                                          [](const Slot& s) { return !s.removed && s.entry.policy == PolicyKind::fp8; });
+    for (const ModuleSection& section : result_.sections)
+      if (section.is_fp8() && (!has_fp8_list || !result_.fp8))
+        diags_.error(section.location,
+                     fmt::format("'{}: {}' has no effect: the policy has no fp8 list (or no 'autocast: fp8:' recipe); fp8 by place "
+                                 "needs both (docs/fp8.md)",
+                                 pattern_spelling(section.pattern), section.value()),
+                     section.length);
   }
 
   void apply_header(const PolicyFile& file) {

@@ -62,7 +62,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Advice", "AdviseError", "Moved", "Run", "advise", "main"]
+from ._fp8_advice import Fp8Advice, Fp8Place, advise_fp8
+
+__all__ = ["Advice", "AdviseError", "Fp8Advice", "Fp8Place", "Moved", "Run", "advise", "main"]
 
 # The formats' largest finite value and smallest positive subnormal (docs/insight.md, the range record).
 _FORMATS = {"float16": (65504.0, 2.0**-24), "bfloat16": (3.3895313892515355e38, 2.0**-133)}
@@ -594,13 +596,15 @@ def advise(
     model: Any,
     inputs: Any,
     policy: str | os.PathLike[str] | None = None,
-    dtype: Any = "float16",
+    dtype: Any = None,
     rtol: float | None = None,
     atol: float | None = None,
     validate: Callable[[Any, Any], bool] | None = None,
     max_runs: int = 32,
     margin_bits: float = 1.0,
-) -> Advice:
+    fp8: bool = False,
+    fp8_repeats: int = 5,
+) -> Advice | Fp8Advice:
     """Advises a policy that extends ``policy`` and keeps float32 only where needed.
 
     Runs ``model(*inputs)`` (or ``model(**inputs)`` for a dict, ``model(inputs)`` for a tensor)
@@ -621,6 +625,12 @@ def advise(
         validate: ``validate(reference, output) -> bool`` instead of the tolerances.
         max_runs: the most model runs, the float32 run included.
         margin_bits: the proposal's margin below the dtype's largest value, in bits.
+        fp8: propose fp8 places instead (Note [fp8 places] in autocastgen/_fp8_advice.py): fp8
+            kept only at the modules whose measured time improves over ``dtype`` and whose
+            validation against the float32 run still holds; returns an :class:`Fp8Advice`.
+        fp8_repeats: timed runs each way (fp8 and ``dtype``) with ``fp8=True``.
+
+    ``dtype`` defaults to float16, or bfloat16 with ``fp8=True``.
 
     Raises:
         AdviseError: a base policy for another device, a dtype outside its ``lower_precision:``,
@@ -637,7 +647,7 @@ def advise(
     from .policy import clear_runtime_policies, load_policy
 
     started = time.perf_counter()
-    name = _dtype_name(dtype)
+    name = _dtype_name(dtype if dtype is not None else ("bfloat16" if fp8 else "float16"))
     lower = getattr(torch, name)
     args, kwargs = _split_inputs(inputs)
     device = _device_of(model, args, kwargs)
@@ -673,6 +683,13 @@ def advise(
             if not bool(torch.isfinite(ref).all()):
                 raise AdviseError("the float32 run is already non-finite (in an op outside the policy's lists): "
                                   "lower precision cannot be advised for a model whose float32 output is not finite")
+        if fp8:
+            def fp8_check(reference: Any, output: Any) -> tuple[bool, str]:
+                if validate is not None:
+                    return bool(validate(reference, output)), "validate()"
+                return check(reference, output)
+
+            return advise_fp8(model, run, reference, rows, base_text, name, fp8_check, fp8_repeats, started)
         measures = {m.place: m for m in measure(rows, name, margin_bits)}
         every = sorted(measures)
         ordered = _risk_order(measures.values())
@@ -782,9 +799,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autocastgen advise",
                                      description="Writes a policy that extends BASE and moves to float32 the places "
                                                  "whose recorded ranges leave DTYPE's range (docs/advise.md).")
-    parser.add_argument("record", help="a record taken in record-only mode with the model attached")
+    parser.add_argument("record", nargs="?", help="a record taken in record-only mode with the model attached")
+    parser.add_argument("--fp8", metavar="SCRIPT.py",
+                        help="propose fp8 places instead, running the model of SCRIPT.py (its globals `model` and "
+                             "`inputs`): Note [fp8 places]")
     parser.add_argument("--policy", required=True, help="the base policy the record was taken with")
-    parser.add_argument("--dtype", required=True, choices=sorted(_FORMATS), help="the lower-precision dtype")
+    parser.add_argument("--dtype", choices=sorted(_FORMATS), help="the lower-precision dtype (required without --fp8; "
+                        "default bfloat16 with it)")
     parser.add_argument("--margin-bits", type=float, default=1.0, help="margin below the dtype's largest value")
     parser.add_argument("--device", help="the device the record was taken on (checked against the base's)")
     parser.add_argument("-o", "--output", required=True, help="the policy to write")
@@ -792,6 +813,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .policy import PolicyError, clear_runtime_policies, load_policy
 
     out = Path(options.output)
+    if (options.record is None) == (options.fp8 is None):
+        parser.error("give a RECORD, or --fp8 SCRIPT.py (not both)")
+    if options.fp8 is not None:
+        return _main_fp8(options, out)
+    if options.dtype is None:
+        parser.error("--dtype is required with a RECORD")
     try:
         advice = advise_record(options.record, options.policy, options.dtype, options.margin_bits, options.device)
         text = _policy_text(advice, _relative_base(advice.base, out))
@@ -807,6 +834,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             clear_runtime_policies()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary.name)
+    except AdviseError as error:
+        print(f"autocastgen: error: {error}", file=sys.stderr)
+        return 1
+    except PolicyError as error:
+        print(f"{error}\nautocastgen: error: the base policy has errors; no advice written", file=sys.stderr)
+        return 1
+    print(advice.report())
+    print(f"wrote {options.output}")
+    return 0
+
+
+def _main_fp8(options: argparse.Namespace, out: Path) -> int:
+    import runpy
+
+    from .policy import PolicyError
+
+    try:
+        script = runpy.run_path(options.fp8, run_name="__autocastgen_advise__")
+        if "model" not in script or "inputs" not in script:
+            raise AdviseError(f"{options.fp8}: define the globals `model` and `inputs` (what model(inputs) runs)")
+        advice = advise(script["model"], script["inputs"], policy=options.policy, dtype=options.dtype or "bfloat16",
+                        fp8=True)
+        if options.device is not None and options.device != _device_of(script["model"], *_split_inputs(script["inputs"])):
+            raise AdviseError(f"--device {options.device}: the model runs on another device")
+        advice.write(out)
     except AdviseError as error:
         print(f"autocastgen: error: {error}", file=sys.stderr)
         return 1

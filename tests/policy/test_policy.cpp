@@ -259,6 +259,24 @@ modules:
   EXPECT_EQ(policy->sections[3].pattern, "*.attn");
 }
 
+// Note [fp8 by place]: `{fp8: on|off}` section values resolve, print as written and read back.
+TEST(SectionFp8, ValuesRoundTrip) {
+  for (const std::string_view text : {"{fp8: on}", "{fp8: off}"}) {
+    const std::optional<ModuleSection> section = parse_section_value(text);
+    ASSERT_TRUE(section) << text;
+    EXPECT_TRUE(section->is_fp8());
+    EXPECT_EQ(section->value(), text);
+    EXPECT_EQ(section->kind_name(), text == "{fp8: on}" ? "fp8_on" : "fp8_off");
+  }
+  EXPECT_FALSE(parse_section_value("fp8_off"));
+  EXPECT_FALSE(parse_section_value("{fp8: maybe}"));
+  ModuleSection plain = *parse_section_value("fp32");
+  plain.pattern = "layers.0";
+  ModuleSection off = *parse_section_value("{fp8: off}");
+  off.pattern = "layers.*.mlp";
+  EXPECT_EQ(sections_str({plain, off}), R"({layers.0: fp32, layers.*.mlp: {fp8: off}})");
+}
+
 // What Rule::str() and sections_str() print is the language: written back into a policy file, it
 // reads back to an equal rule and section (patterns quoted where YAML needs it).
 TEST_F(PolicyTest, ModuleRulesPrintAndReadBackEqual) {
@@ -371,7 +389,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [{op: log, modules: lm_head}]}\n",
                   "2:35: error: 'modules:' must be a list of module patterns such as [\"layers.*.attn\"], found a scalar"},
         ErrorCase{"autocast: {device: cuda}\nmodules: {lm_head: fp64}\n",
-                  "2:20: error: unknown section value 'fp64' for 'lm_head' (expected fp32, off, float16 or bfloat16)"},
+                  "2:20: error: unknown section value 'fp64' for 'lm_head' (expected fp32, off, float16, bfloat16 or {fp8: on|off})"},
         ErrorCase{"autocast: {device: cuda}\nmodules: {lm_head: half}\n",
                   "2:20: error: unknown section value 'half' for 'lm_head'; did you mean 'float16'?"},
         ErrorCase{"autocast: {device: cuda, lower_precision: [float16]}\nmodules: {lm_head: bfloat16}\n",

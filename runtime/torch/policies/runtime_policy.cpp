@@ -485,9 +485,11 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
     std::vector<modules::SectionRule> rules;
     for (const policy::ModuleSection& section : resolved.sections)
       rules.push_back({section.pattern,
-                       section.kind == policy::SectionKind::fp32  ? modules::SectionKind::fp32
-                       : section.kind == policy::SectionKind::off ? modules::SectionKind::off
-                                                                  : modules::SectionKind::dtype,
+                       section.kind == policy::SectionKind::fp32      ? modules::SectionKind::fp32
+                       : section.kind == policy::SectionKind::off     ? modules::SectionKind::off
+                       : section.kind == policy::SectionKind::fp8_on  ? modules::SectionKind::fp8_on
+                       : section.kind == policy::SectionKind::fp8_off ? modules::SectionKind::fp8_off
+                                                                      : modules::SectionKind::dtype,
                        section.kind == policy::SectionKind::dtype ? scalar_type_named(section.dtype) : at::ScalarType::Undefined,
                        where(section.location)});
     Registry::get().drop_sections(device);

@@ -71,6 +71,7 @@ struct Frame {
   uint64_t generation = 0;
   std::vector<bool> matched;
   std::array<Section, kDeviceTypes> section{};
+  std::array<Fp8Place, kDeviceTypes> fp8{};  // Note [fp8 by place]
 };
 
 thread_local std::deque<Frame> t_frames;
@@ -84,14 +85,26 @@ void compute(Frame& frame, const Frame* parent, Rules& table, uint64_t generatio
   }
   for (size_t device = 0; device < kDeviceTypes; ++device) {
     Section section = parent != nullptr ? parent->section[device] : Section{};
+    Fp8Place fp8 = parent != nullptr ? parent->fp8[device] : Fp8Place{};
     if (const std::optional<SectionTable>& sections = table.sections[device]) {
-      for (size_t i = 0; i < sections->rules.size(); ++i) {
-        if (!glob_matches(sections->rules[i].pattern, frame.path)) continue;
-        section = Section{sections->rules[i].kind, sections->rules[i].dtype};
-        break;  // the first listed among those matching this frame
+      bool section_found = false;
+      bool fp8_found = false;
+      for (size_t i = 0; i < sections->rules.size() && !(section_found && fp8_found); ++i) {
+        const SectionRule& rule = sections->rules[i];
+        const bool is_fp8 = rule.kind == SectionKind::fp8_on || rule.kind == SectionKind::fp8_off;
+        if ((is_fp8 ? fp8_found : section_found) || !glob_matches(rule.pattern, frame.path)) continue;
+        // The first listed among those matching this frame, per dimension (Note [fp8 by place]).
+        if (is_fp8) {
+          fp8 = Fp8Place{rule.kind == SectionKind::fp8_on, rule.pattern.c_str()};
+          fp8_found = true;
+        } else {
+          section = Section{rule.kind, rule.dtype};
+          section_found = true;
+        }
       }
     }
     frame.section[device] = section;
+    frame.fp8[device] = fp8;
   }
   frame.generation = generation;
 }
@@ -262,6 +275,11 @@ Sections::~Sections() {
 Section current_section(c10::DeviceType device) {
   if (t_frames.empty() || (stats::detail::active() & stats::detail::kModules) == 0) return Section{};
   return current_frame()->section[static_cast<size_t>(device)];
+}
+
+Fp8Place fp8_place(c10::DeviceType device) {
+  if (t_frames.empty() || (stats::detail::active() & stats::detail::kModules) == 0) return Fp8Place{};
+  return current_frame()->fp8[static_cast<size_t>(device)];
 }
 
 std::vector<RegisteredPattern> registered_patterns() {

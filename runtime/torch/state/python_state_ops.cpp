@@ -113,6 +113,8 @@ std::string section_name(const modules::Section& section) {
     case modules::SectionKind::fp32: return "fp32";
     case modules::SectionKind::off: return "off";
     case modules::SectionKind::dtype: return std::string(c10::toString(section.dtype));
+    case modules::SectionKind::fp8_on: return "fp8: on";
+    case modules::SectionKind::fp8_off: return "fp8: off";
     case modules::SectionKind::none: break;
   }
   return "none";

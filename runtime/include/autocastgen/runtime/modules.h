@@ -83,6 +83,10 @@ enum class SectionKind : uint8_t {
   fp32,   // autocast off inside; attach() casts the module's floating inputs to float32
   off,    // autocast off inside; inputs untouched
   dtype,  // the lower-precision dtype inside is `dtype`
+  // Note [fp8 by place] (core/policy/policy.h): `{fp8: on}` / `{fp8: off}`, a dimension of its own:
+  // current_section() never returns these; fp8_place() says which is in force.
+  fp8_on,
+  fp8_off,
 };
 struct Section {
   SectionKind kind = SectionKind::none;
@@ -117,6 +121,16 @@ class TORCH_API Sections {
 
 // The section in force on this thread for `device` (none outside every module or with no table).
 [[nodiscard]] TORCH_API Section current_section(c10::DeviceType device);
+
+// Note [fp8 by place]: whether the fp8 list's GEMMs may run in fp8 on this thread for `device`:
+// the innermost frame that a `{fp8: on|off}` rule matches decides (the first listed among those
+// matching that frame); allowed outside every module, with no such rule, or under `{fp8: on}`.
+// `pattern` is the deciding rule's pattern when one decides (valid while its table is loaded).
+struct Fp8Place {
+  bool allowed = true;
+  const char* pattern = nullptr;
+};
+[[nodiscard]] TORCH_API Fp8Place fp8_place(c10::DeviceType device);
 
 // Every pattern registered while its rules are loaded, with its `where` and whether it is a
 // section's: what attach() checks against the model's modules.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -510,12 +511,33 @@ at::Tensor fp8_result(at::Tensor out, const Args&...) {
   return out;
 }
 
-// The GEMM in fp8 when the call can take it; otherwise as lower_precision_fp.
+// Note [fp8 by place] (core/policy/policy.h): whether an fp8 call may run in fp8 where it is, by
+// the `{fp8: on|off}` values of the policy's `modules:` section; the one decision by place. When
+// not allowed, skip_reason() is `place <pattern>` (the pattern of the `{fp8: off}` in force). An
+// fp8 entry's own `modules:` condition is not asked here: the wrapper tests it before the driver.
+struct Fp8Here {
+  bool allowed = true;
+  const char* pattern = nullptr;  // the deciding section pattern, when one decides
+  [[nodiscard]] std::string skip_reason() const { return allowed ? std::string() : std::string("place ") + pattern; }
+};
+inline Fp8Here fp8_allowed_here(c10::DeviceType device) {
+  if (C10_LIKELY((stats::detail::active() & stats::detail::kModules) == 0)) return {};
+  const ::autocastgen::modules::Fp8Place place = ::autocastgen::modules::fp8_place(device);
+  return {place.allowed, place.pattern};
+}
+
+// The GEMM in fp8 when the call can take it and its place allows it; otherwise as
+// lower_precision_fp (the same casts and op: bit for bit that driver's result).
 template <typename State, typename Op, typename... Args>
 decltype(auto) fp8(const Site& site, const ::autocastgen::fp8::Recipe& recipe, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::fp8);
   if (!call.on()) return call.run(op, plain_arg(args)...);
   const at::ScalarType to = call.lower_precision();
+  if (const Fp8Here here = fp8_allowed_here(site.device); !here.allowed) {
+    call.fp8_skipped(here.skip_reason().c_str());
+    call.target(to);
+    return call.run(op, cast_arg(call, args, to)...);
+  }
   const char* skipped = nullptr;
   if (std::optional<at::Tensor> out = fp8_gemm(Fp8Call{site, recipe, to, call.cache_enabled(), &skipped}, args...)) {
     call.ran_in(recipe.forward_dtype);

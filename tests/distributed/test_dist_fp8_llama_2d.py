@@ -113,7 +113,8 @@ def _refusals(mesh) -> None:
     _fully_shard(model, mesh["dp"])
     ids = torch.zeros(2, 16, dtype=torch.long)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        _expect_refusal(lambda: model(input_ids=ids), "FSDP2 is all-gathering a part (128, 64) of a weight of shape (256, 64)")
+        _expect_refusal(lambda: model(input_ids=ids),
+                        "FSDP2 is all-gathering a part (128, 64) of a weight of shape (256, 64)")
 
 
 def worker(rank: int, world: int) -> None:
@@ -150,7 +151,8 @@ def worker(rank: int, world: int) -> None:
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-            gemms = {r["op"]: r["ran_in"] for r in s.table["ops"] if r["op"] in ("aten::linear", "aten::mm", "aten::addmm")}
+            gemms = {r["op"]: r["ran_in"] for r in s.table["ops"]
+                     if r["op"] in ("aten::linear", "aten::mm", "aten::addmm")}
             assert gemms == {"aten::linear": {"float8_e4m3fn": LINEARS}}, (rank, step, gemms)
             losses.append(loss.detach().float())
         # Every dp rank's loss is the mean over as many tokens: their mean is the whole batch's.

@@ -26,8 +26,25 @@ does it for every such weight in one all-reduce after the optimizer step, and a 
 scale was not precomputed for its current values (its version counter moved since) does its own at
 the all-gather: correct either way, one collective per weight more without the call.
 Current scaling with tensorwise scales only: a delayed-scaling history of a sharded weight would
-need mesh-wide amaxes (the recipe is refused at set-up), and a weight that tensor parallel already
-shards is refused at set-up too.
+need mesh-wide amaxes (the recipe is refused at set-up). Not with tensor parallel either (Note
+[float8 all-gather and tensor parallel]).
+
+Note [float8 all-gather and tensor parallel]
+On an FSDP2 x tensor-parallel mesh, a weight enable_float8_all_gather converted would be split by
+tensor parallel first, and each rank's fsdp_pre_all_gather would quantise with the MAX of its
+FSDP group's amaxes: the scale of its tensor-parallel shard, not the whole weight's, and the
+gathered weight a DTensor on the tp dimension wrapping a _Float8GatheredWeight, which the DTensor
+handlers cannot quantise (the first forward failed in to_local(), with a message about the
+policy). So the combination is refused when the model is set up, whichever is called first:
+- enable_float8_all_gather refuses a weight that is a DTensor already;
+- parallelize_module called after it distributes the converted weight with distribute_tensor,
+  which scatters the pieces from rank 0 (c10d scatter_; FSDP2 never runs a collective on a shard
+  when it shards): the shard refuses that op, naming the weight's shape;
+- a backstop for distribute_tensor(src_data_rank=None), which sends nothing: at the first
+  all-gather, the parameter FSDP2 unshards is not the whole weight the shard was made from.
+Without enable_float8_all_gather such a model trains (tests/distributed/test_dist_fp8_llama_2d.py):
+FSDP2 all-gathers float32 and the fp8 policy quantises each tensor-parallel shard with the whole
+weight's scale (Note [fp8 ops under DTensor] in distributed.py).
 """
 
 from __future__ import annotations
@@ -54,10 +71,20 @@ _SHARD_PRESERVING = {
 
 
 class _Recipe:
-    """The quantisation both subclasses share: the forward fp8 dtype and the scale's margin."""
+    """What both subclasses of one weight share: the forward fp8 dtype, the scale's margin, and the
+    whole weight's shape when enable_float8_all_gather converted it."""
 
-    def __init__(self, dtype: torch.dtype, margin: int) -> None:
-        self.dtype, self.margin = dtype, margin
+    def __init__(self, dtype: torch.dtype, margin: int, shape: tuple[int, ...]) -> None:
+        self.dtype, self.margin, self.shape = dtype, margin, shape
+
+
+def _tensor_parallel_refusal(shape: tuple[int, ...], what: str) -> RuntimeError:
+    return RuntimeError(
+        f"autocastgen float8 all-gather: {what} a weight of shape {shape} that enable_float8_all_gather "
+        "converted: float8 all-gather together with tensor parallel is not supported (each rank would quantise "
+        "with its tensor-parallel shard's scale, not the whole weight's). On an FSDP2 x tensor-parallel mesh "
+        "leave enable_float8_all_gather out: FSDP2 then all-gathers float32 and the fp8 policy still quantises "
+        "each tensor-parallel shard with the whole weight's scale")
 
 
 class _Float8ShardWeight(torch.Tensor):
@@ -84,6 +111,8 @@ class _Float8ShardWeight(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         recipe = next(a._recipe for a in tree_leaves((args, kwargs)) if isinstance(a, cls))
+        if func is torch.ops.c10d.scatter_.default:  # Note [float8 all-gather and tensor parallel]
+            raise _tensor_parallel_refusal(recipe.shape, "tensor parallel (distribute_tensor) is splitting")
         unwrap = lambda t: t._inner if isinstance(t, cls) else t  # noqa: E731
         out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
         if func not in _SHARD_PRESERVING:
@@ -114,6 +143,8 @@ class _Float8ShardWeight(torch.Tensor):
         if mesh.ndim != 1:
             raise RuntimeError("autocastgen float8 all-gather: FSDP2 on a mesh of several dimensions (HSDP) is not "
                                "supported: fully_shard with a 1-D mesh, or without enable_float8_all_gather")
+        if tuple(outer_size) != self._recipe.shape:  # Note [float8 all-gather and tensor parallel]
+            raise _tensor_parallel_refusal(self._recipe.shape, f"FSDP2 is all-gathering a part {tuple(outer_size)} of")
         scale, inv = self._scales(mesh.get_group())
         with torch.no_grad():
             data, _ = torch.ops.autocastgen.fp8_scale_cast(self._inner, scale, self._recipe.dtype)
@@ -200,7 +231,6 @@ def enable_float8_all_gather(model: torch.nn.Module, *, dtype: torch.dtype = tor
         raise ValueError(f"enable_float8_all_gather: margin must be a non-negative int, not {margin!r}")
     from torch.distributed.tensor import DTensor
 
-    recipe = _Recipe(dtype, margin)
     converted = 0
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear) or (modules is not None and not modules(name)):
@@ -209,12 +239,13 @@ def enable_float8_all_gather(model: torch.nn.Module, *, dtype: torch.dtype = tor
         if isinstance(weight, DTensor) or hasattr(weight, "_local_tensor"):
             raise RuntimeError(
                 f"enable_float8_all_gather: {name}.weight is a DTensor already (tensor parallel, or fully_shard "
-                "called first): call it before parallelize_module and fully_shard; float8 all-gather together "
-                "with tensor parallel is not supported")
+                "called first): call it before fully_shard; float8 all-gather together with tensor parallel "
+                "(parallelize_module) is not supported, called before it or after")
         if isinstance(weight, _Float8ShardWeight):
             continue
         if weight.dtype != torch.float32 or weight.shape[0] % 16 or weight.shape[1] % 16:
             continue
+        recipe = _Recipe(dtype, margin, tuple(weight.shape))
         module.weight = torch.nn.Parameter(_Float8ShardWeight(weight.detach(), recipe),
                                            requires_grad=weight.requires_grad)
         converted += 1

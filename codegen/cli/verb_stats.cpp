@@ -86,6 +86,7 @@ struct OpStats {
   std::optional<std::string> module;  // the attached module the calls ran in (autocastgen.attach); the root is ""
   uint64_t calls = 0;
   std::map<std::string, uint64_t> ran_in;
+  std::map<std::string, uint64_t> fp8_skipped;  // fp8 calls that ran in the lower precision, by reason
   uint64_t casts = 0;
   uint64_t cast_bytes = 0;
   uint64_t cache_hits = 0;
@@ -113,6 +114,7 @@ struct OpStats {
       ranges->add(*other.ranges);
     }
     for (const auto& [dtype, n] : other.ran_in) ran_in[dtype] += n;
+    for (const auto& [reason, n] : other.fp8_skipped) fp8_skipped[reason] += n;
   }
 
   // Outside every module sorts first (a module's path can be "": the root).
@@ -201,6 +203,17 @@ class StatsReader {
       }
     } else {
       ok = false;
+    }
+    if (const YamlNode* skipped = item.find("fp8_skipped")) {
+      if (!skipped->is_mapping()) {
+        ok = error(*skipped, fmt::format("'fp8_skipped' must be an object of reason to calls, found {}", skipped->describe_json()));
+      } else {
+        for (const auto& [reason, calls] : skipped->pairs()) {
+          uint64_t value = 0;
+          if (!integer(calls, fmt::format("'fp8_skipped' of '{}'", reason.scalar()), value)) ok = false;
+          else op.fp8_skipped[reason.scalar()] += value;
+        }
+      }
     }
     ok = count(item, "casts", op.casts, true) && ok;
     ok = count(item, "cast_bytes", op.cast_bytes, true) && ok;
@@ -354,6 +367,10 @@ nlohmann::ordered_json op_json(const OpStats& op) {
   out["calls"] = op.calls;
   out["ran_in"] = nlohmann::ordered_json::object();
   for (const auto& [dtype, calls] : op.ran_in) out["ran_in"][dtype] = calls;
+  if (!op.fp8_skipped.empty()) {
+    out["fp8_skipped"] = nlohmann::ordered_json::object();
+    for (const auto& [reason, calls] : op.fp8_skipped) out["fp8_skipped"][reason] = calls;
+  }
   out["casts"] = op.casts;
   out["cast_bytes"] = op.cast_bytes;
   out["cache_hits"] = op.cache_hits;
@@ -450,6 +467,24 @@ std::string module_text(const OpStats& op) {
   return op.module->empty() ? "<root>" : *op.module;
 }
 
+// Under the table: the fp8 list's calls that ran in the lower precision, and why (the runtime's
+// fp8_skipped: the place, the support rule or the recipe's select:), most calls first.
+void print_fp8_skipped(const std::vector<OpStats>& ops, bool by_module) {
+  bool first = true;
+  for (const OpStats& op : ops) {
+    if (op.fp8_skipped.empty()) continue;
+    if (first) std::cout << "fp8 calls run in the lower precision, and why:\n";
+    first = false;
+    uint64_t skipped = 0;
+    for (const auto& [reason, calls] : op.fp8_skipped) skipped += calls;
+    std::cout << fmt::format("  {}{}: {} of {} calls\n", op.op, by_module ? fmt::format(" in {}", module_text(op)) : "",
+                             skipped, op.calls);
+    std::vector<std::pair<std::string, uint64_t>> reasons(op.fp8_skipped.begin(), op.fp8_skipped.end());
+    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    for (const auto& [reason, calls] : reasons) std::cout << fmt::format("    {:>8}  {}\n", calls, reason);
+  }
+}
+
 int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json, bool by_module) {
   if (by_module) {
     sort_by_module(ops);
@@ -499,6 +534,7 @@ int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json,
   std::cout << fmt::format("{}: {} {}\n", title, ops.size(),
                            by_module ? (ops.size() == 1 ? "row (module, op)" : "rows (module, op)") : (ops.size() == 1 ? "op" : "ops"));
   print_table(rows, right);
+  print_fp8_skipped(ops, by_module);
   return 0;
 }
 

@@ -123,6 +123,23 @@ def test_auto_on_a_cpu_runs_the_lower_precision_bit_for_bit(lower_precision_resu
         assert row["fp8_skipped"] == {"auto: fp8 is slower than the lower precision on CPUs": 1}, row
 
 
+def test_the_stats_verb_says_why(tmp_path):
+    cli = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
+    if not Path(cli).is_file():
+        pytest.skip("the autocastgen CLI is not built")
+    load("auto")
+    path = tmp_path / "stats.json"
+    with autocastgen.stats(str(path)):
+        run()
+    import subprocess
+
+    shown = subprocess.run([cli, "stats", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "fp8 calls run in the lower precision, and why:" in shown, shown
+    assert "  aten::linear: 1 of 1 calls\n           1  auto: fp8 is slower than the lower precision on CPUs" in shown, shown
+    as_json = subprocess.run([cli, "stats", str(path), "--json"], capture_output=True, text=True, check=True).stdout
+    assert '"fp8_skipped"' in as_json
+
+
 def test_all_counts_the_support_rule_s_refusals():
     load("all")
     with autocastgen.stats() as counted, torch.autocast("cpu", dtype=torch.bfloat16):

@@ -146,15 +146,60 @@ def test_page_agrees_with_the_stats_verb(tmp_path):
         assert int(shown[op["op"]]["calls"]) == op["calls"]
 
 
+def table_data(text: str, name: str) -> tuple[list[str], list[list[str]]]:
+    """A table's column names and every row (cells, then the row's class), decoded from the page's
+    compact rows (Note [compact rows] in html.py) as report.js decodes them."""
+    from autocastgen.reporter import html
+
+    data = json.loads(Tables(text).scripts[f"rows-{name}"])
+    return [c[0] for c in data["columns"]], html.decode_rows(data)
+
+
 def test_every_row_is_in_the_data_and_the_first_page_in_the_html(tmp_path):
     rows = [row(f"aten::op{i}", module=f"layers.{i % 7}", calls=i + 1) for i in range(1200)]
     text = page(str(stats_file(tmp_path, rows)))
     parsed = Tables(text)
-    data = json.loads(parsed.scripts["rows-modules"])
-    assert len(data["rows"]) == 1200
+    columns, data = table_data(text, "modules")
+    assert len(data) == 1200
     assert len(parsed.tables["modules"]) == 1 + 500      # header and the first page
-    assert [r[:len(data["columns"])] for r in data["rows"][:500]] == parsed.tables["modules"][1:]
-    assert "500 of 1200 rows" in text
+    assert parsed.tables["modules"][0] == columns
+    assert [r[:len(columns)] for r in data[:500]] == parsed.tables["modules"][1:]
+    assert "500 of 1200 rows (the rest with script)" in text
+    # Sorted by module, the module column is embedded as runs; the calls as one code per row.
+    compact = json.loads(parsed.scripts["rows-modules"])
+    assert "runs" in compact["cells"][0] and "codes" in compact["cells"][columns.index("calls")]
+
+
+def test_every_rows_numbers_are_the_files(tmp_path):
+    # All 3000 rows of the per-module table, decoded from the page, against the file's entries.
+    rng = random.Random(40)
+    rows = []
+    for i in range(3000):
+        big = 10 ** rng.uniform(-3, 5.2)
+        calls = rng.randint(1, 9)
+        rows.append(row(("aten::linear", "aten::mm", "aten::softmax")[i % 3], module=f"blocks.{i // 30}.{i % 10}",
+                        policy=("lower_precision_fp", "fp32")[i // 3 % 2], calls=calls,
+                        ran_in={"bfloat16": calls - 1, "float32": 1} if calls > 1 else {"float32": 1},
+                        casts=i % 4, cast_bytes=(i % 4) * 512, outputs_checked=calls, nonfinite=0, output_max_abs=big,
+                        ranges=ranges(big, elements=4096, over=40 if big > 65504 else 0)))
+    text = page(str(stats_file(tmp_path, rows)))
+    columns, data = table_data(text, "modules")
+    assert len(data) == len(rows)
+    shown = {(r[0], r[1], r[2]): dict(zip(columns, r)) for r in data}
+    for entry in rows:
+        r = shown[(entry["module"], entry["op"], entry["policy"])]
+        assert int(r["calls"]) == entry["calls"] and int(r["casts"]) == entry["casts"]
+        assert int(r["cast bytes"]) == entry["cast_bytes"]
+        assert {d: int(n) for d, n in (part.rsplit(" ", 1) for part in r["ran in"].split(", "))} == entry["ran_in"]
+        assert r["max |out|"] == f"{entry['output_max_abs']:.6g}"
+        assert r["f16 headroom"] == f"{math.log2(65504 / entry['output_max_abs']):+.1f}"
+        assert r["f16 over"] == ("0" if entry["output_max_abs"] <= 65504 else f"{100 * 40 / 4096:.3g}%")
+    # The per-op table sums each (op, rule)'s modules.
+    columns, data = table_data(text, "ops")
+    for r in (dict(zip(columns, cells)) for cells in data):
+        mine = [e for e in rows if (e["op"], e["policy"]) == (r["op"], r["rule"])]
+        assert int(r["calls"]) == sum(e["calls"] for e in mine)
+        assert r["max |out|"] == f"{max(e['output_max_abs'] for e in mine):.6g}"
 
 
 def test_self_contained():
@@ -238,6 +283,67 @@ def test_two_files_what_changed():
     assert diff["aten::linear"]["casts"] == "7 -> 0"
     assert diff["aten::cross_entropy_loss"]["cast bytes"] == "1536 -> 0"
     assert "2 places (module, op) changed, 0 unchanged" in text
+
+
+# --- fp8 decisions ---------------------------------------------------------------------------------------
+
+AUTO = "auto: M, K or N below 4096 (fp8 does not pay on CUDA there)"
+MEASURED = "measured: the lower precision was faster"
+
+
+def fp8_rows(second_all_fp8: bool = False) -> list[dict]:
+    """A hand-written record of fp8 decisions (docs/fp8.md, Statistics): the skipped calls ran in
+    bfloat16, each counted under its reason."""
+    first = row("aten::linear", "layers.0", policy="fp8", calls=10, ran_in={"float8_e4m3fn": 6, "bfloat16": 4},
+                fp8_skipped={AUTO: 3, "place layers.0": 1})
+    if second_all_fp8:
+        second = row("aten::linear", "layers.1", policy="fp8", calls=5, ran_in={"float8_e4m3fn": 5})
+    else:
+        second = row("aten::linear", "layers.1", policy="fp8", calls=5, ran_in={"float8_e4m3fn": 3, "bfloat16": 2},
+                     fp8_skipped={MEASURED: 2})
+    return [first, second, row("aten::softmax", "layers.0", policy="fp32", calls=2)]
+
+
+def test_fp8_calls_and_why_they_were_skipped(tmp_path):
+    path = stats_file(tmp_path, fp8_rows())
+    from autocastgen.reporter.reading import read_stats
+
+    assert read_stats(path)["ops"][0]["fp8_skipped"] == {AUTO: 3, "place layers.0": 1}  # the key is read
+    text = page(str(path))
+    ops = {r["op"]: r for r in rows_of(text, "ops")}
+    assert ops["aten::linear"]["fp8 / skipped"] == "9 / 6"
+    assert ops["aten::linear"]["fp8 skipped because"] == f"{AUTO}: 3; {MEASURED}: 2; place layers.0: 1"
+    assert ops["aten::softmax"]["fp8 / skipped"] == "-" and ops["aten::softmax"]["fp8 skipped because"] == "-"
+    modules = {(r["module"], r["op"]): r for r in rows_of(text, "modules")}
+    assert modules[("layers.0", "aten::linear")]["fp8 / skipped"] == "6 / 4"
+    assert modules[("layers.0", "aten::linear")]["fp8 skipped because"] == f"{AUTO}: 3; place layers.0: 1"
+    assert modules[("layers.1", "aten::linear")]["fp8 skipped because"] == f"{MEASURED}: 2"
+    # The embedded rows (what report.js draws) hold the same texts.
+    columns, data = table_data(text, "modules")
+    assert [dict(zip(columns, r)) for r in data[:3]] == rows_of(text, "modules")
+
+
+def test_fp8_decisions_in_what_changed(tmp_path):
+    a = stats_file(tmp_path, fp8_rows(), "a.json")
+    b = stats_file(tmp_path, fp8_rows(second_all_fp8=True), "b.json")
+    diff = {(r["module"], r["op"]): r for r in rows_of(page(str(a), str(b)), "diff")}
+    assert list(diff) == [("layers.1", "aten::linear")]
+    assert diff[("layers.1", "aten::linear")]["fp8 / skipped"] == "3 / 2 -> 5 / 0"
+    assert diff[("layers.1", "aten::linear")]["fp8 skipped because"] == f"{MEASURED}: 2 -> -"
+    assert diff[("layers.1", "aten::linear")]["ran in"] == "float8_e4m3fn 3, bfloat16 2 -> float8_e4m3fn 5"
+
+
+@pytest.mark.parametrize("skipped, at, wanted", [
+    ('{"auto": -1}', "-1", "error: 'fp8_skipped' of 'auto' must be a non-negative integer, found '-1'"),
+    ('[1]', "[1]", "error: 'fp8_skipped' must be an object of reason to calls, found an array"),
+], ids=["count", "shape"])
+def test_bad_fp8_skipped_is_located(skipped, at, wanted, tmp_path):
+    entry = json.dumps(row("aten::linear", "layers.0", policy="fp8", calls=1, ran_in={"bfloat16": 1}))
+    line = '{"version": 1, "ops": [' + entry[:-1] + ', "fp8_skipped": ' + skipped + "}]}"
+    path = tmp_path / "bad.json"
+    path.write_text(line + "\n")
+    text = refused(str(path), out=tmp_path / "r.html")
+    assert text.startswith(f"{path}:1:{line.rindex(at) + 1}: {wanted}\n"), text
 
 
 # --- bad input ------------------------------------------------------------------------------------------

@@ -4,8 +4,10 @@ view time) from the view's data (view.py). Returns text; writes nothing."""
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -149,23 +151,56 @@ def _count(node: view.Node) -> int:
 def table(name: str, title: str, note: str, columns: Sequence[view.Column],
           rows: Sequence[tuple[list[str], str]]) -> tuple[str, str]:
     """A sortable table: ``rows`` as (cells, class). Returns the section (the first page of rows
-    in the HTML) and the script element holding every row (report.js pages and sorts them)."""
+    in the HTML) and the script element holding every row, compactly (Note [compact rows])."""
     head = "".join(f'<th class="{"num" if c.numeric else ""}" title="{_e(c.title)}">{_e(c.name)}</th>' for c in columns)
-    # The same cells as report.js writes (its render()), so that sorting changes nothing else.
+    # The same cells as report.js writes (its draw()), so that sorting changes nothing else.
     classes = [" ".join(k for k, on in (("num", c.numeric), ("dt", c.name == "ran in")) if on) for c in columns]
     body = []
     for cells, cls in rows[:_FIRST_PAGE]:
         tds = "".join(f'<td class="{k}">{_e(v)}</td>' for k, v in zip(classes, cells))
         body.append(f'<tr class="{cls}">{tds}</tr>')
-    data = {"columns": [[c.name, c.numeric] for c in columns], "rows": [[*cells, cls] for cells, cls in rows]}
-    script = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    script = json.dumps(compact_rows(columns, rows), separators=(",", ":")).replace("</", "<\\/")
+    first = min(len(rows), _FIRST_PAGE)
+    shown = f"{first} of {len(rows)} rows" + (" (the rest with script)" if first < len(rows) else "")
     return (f'<section id="{name}"><h2>{_e(title)}</h2><p class="note">{note}</p>'
             f'<div class="tools"><input type="search" placeholder="filter: words in any column" aria-label="filter">'
-            f'<span class="count">{min(len(rows), _FIRST_PAGE)} of {len(rows)} rows</span>'
-            f'<button type="button"{"" if len(rows) > _FIRST_PAGE else " hidden"}>show more</button></div>'
+            f'<span class="count">{shown}</span></div>'
             f'<div class="scroll"><table class="rows" data-rows="{name}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div></section>',
             f'<script type="application/json" id="rows-{name}">{script}</script>')
+
+
+# Note [compact rows]: a table's rows are embedded once, by column: each column's distinct cell
+# texts ("values", in first-seen order) and, per row, the index of its text ("codes"), or the
+# same as runs ("runs": index, length, index, length, ...) where that is shorter, as for a
+# column sorted by module. The row classes are one more column after the named ones. A 100k-row
+# table is a few MB instead of its cells written out (most columns repeat a few texts); report.js
+# decodes it, draws only the rows in view, and sorts and filters by the distinct texts.
+def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str], str]]) -> dict[str, Any]:
+    cells = []
+    count = len(rows)
+    for texts in (*zip(*(r[0] for r in rows)), tuple(r[1] for r in rows)) if rows else [() for _ in range(len(columns) + 1)]:
+        values = list(dict.fromkeys(texts))  # first-seen order
+        codes = list(map({v: i for i, v in enumerate(values)}.__getitem__, texts))
+        starts = [0, *itertools.compress(range(1, count), map(operator.ne, codes, itertools.islice(codes, 1, None)))]
+        if 2 * len(starts) < count:
+            runs = [x for start, end in zip(starts, [*starts[1:], count]) for x in (codes[start], end - start)]
+            cells.append({"values": values, "runs": runs})
+        else:
+            cells.append({"values": values, "codes": codes})
+    return {"columns": [[c.name, c.numeric] for c in columns], "count": count, "cells": cells}
+
+
+def decode_rows(data: Mapping[str, Any]) -> list[list[str]]:
+    """The rows of compact_rows()'s table, as (cells..., class) lists: what report.js decodes (tests)."""
+    columns = []
+    for cell in data["cells"]:
+        if "codes" in cell:
+            codes = cell["codes"]
+        else:
+            codes = [code for i in range(0, len(cell["runs"]), 2) for code in [cell["runs"][i]] * cell["runs"][i + 1]]
+        columns.append([cell["values"][c] for c in codes])
+    return [list(row) for row in zip(*columns)] if data["count"] else []
 
 
 def row_class(row: Mapping[str, Any]) -> str:
@@ -215,10 +250,11 @@ def headroom_chart(places: Sequence[view.Place]) -> str:
                  f'<text x="{x(0) + 4:.1f}" y="{top + row_h * len(shown) + 14}">65504</text></svg>')
     moved = [p for p in places if p.moved]
     advisor = ""
-    if moved:
-        advisor = ("<h3>Moved to float32 by the advisor</h3><ul>" + "".join(
-            f"<li><code>{_e(p.op)}</code> in <code>{_e(p.module or '<root>')}</code>: {_e(p.moved)}</li>" for p in moved)
-            + "</ul>")
+    if moved:  # a long list is folded: the page lays it out only when it is opened
+        advisor = (f"<details{' open' if len(moved) <= _CHART_PLACES else ''}><summary><h3>Moved to float32 by the "
+                   f"advisor: {len(moved)} places</h3></summary><ul>" + "".join(
+                       f"<li><code>{_e(p.op)}</code> in <code>{_e(p.module or '<root>')}</code>: {_e(p.moved)}</li>"
+                       for p in moved) + "</ul></details>")
     rest = len(places) - len(shown)
     return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">Each place\'s largest finite |output| '
             "against float16's largest value, 65504: bars left of the dashed line are over it (an op there overflows in "
@@ -251,7 +287,7 @@ def events_section(events: Sequence[view.Event], watched: bool) -> str:
 def diff_section(changes: Sequence[tuple[str, str, str, list[str], list[str]]], same: int, names: Sequence[str]) -> tuple[str, str]:
     columns = [view.Column("change", False), view.Column("module", False), view.Column("op", False)]
     for field in view.DIFF_FIELDS:
-        columns.append(view.Column(field, field not in ("policy", "ran in"), f"{names[0]} -> {names[1]}"))
+        columns.append(view.Column(field, field not in view.DIFF_TEXT, f"{names[0]} -> {names[1]}"))
     rows = []
     for status, module, op, a, b in changes:
         cells = [status, module, op] + [x if x == y else f"{x} -> {y}" for x, y in zip(a, b)]

@@ -11,9 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from ..insight import _sum_rows
+from typing import Any, NamedTuple
 
 FLOAT16_MAX = 65504.0
 ADVISOR_MARGIN_BITS = 1.0  # autocastgen advise's default --margin-bits
@@ -70,14 +68,28 @@ def is_fp8(dtype: str) -> bool:
 
 
 def fp8_text(row: Mapping[str, Any]) -> str:
-    """fp8 rows: calls whose GEMM ran in float8, and those that fell back (docs/fp8.md, Statistics)."""
+    """fp8 rows: calls whose GEMM ran in float8, and those skipped (ran in the lower precision;
+    docs/fp8.md, Statistics)."""
     if row.get("policy") != "fp8":
         return "-"
     ran = sum(n for d, n in row["ran_in"].items() if is_fp8(d))
     return f"{ran} / {row['calls'] - ran}"
 
 
+def fp8_skipped_text(row: Mapping[str, Any]) -> str:
+    """Why fp8 calls ran in the lower precision (the row's ``fp8_skipped``): ``reason: calls``,
+    most calls first (the file's order on ties), ``; `` between them; "-" when none were skipped."""
+    skipped = row.get("fp8_skipped")
+    if not skipped:
+        return "-"
+    ordered = sorted(skipped.items(), key=lambda item: -item[1])
+    return "; ".join(f"{reason}: {calls}" for reason, calls in ordered)
+
+
 def dominant(ran_in: Mapping[str, int]) -> str:
+    if len(ran_in) == 1:
+        for dtype in ran_in:
+            return dtype
     return max(ran_in.items(), key=lambda item: item[1])[0] if ran_in else "none"
 
 
@@ -93,7 +105,8 @@ class Column:
 ROW_COLUMNS = (
     Column("calls", True), Column("ran in", False, "calls by the dtype the op ran in"),
     Column("casts", True), Column("cast bytes", True), Column("cache hit/miss/evict", True),
-    Column("fp8 / fell back", True, "fp8 rule: calls whose GEMM ran in float8 / fell back to the lower-precision dtype"),
+    Column("fp8 / skipped", True, "fp8 rule: calls whose GEMM ran in float8 / skipped (ran in the lower-precision dtype)"),
+    Column("fp8 skipped because", False, "why the skipped fp8 calls ran in the lower precision: reason: calls"),
     Column("non-finite", True, "outputs with NaN or Inf ('-': not checked)"),
     Column("max |out|", True), Column("f16 headroom", True, "log2(65504 / max |out|) in bits; negative: over float16's range"),
     Column("f16 over", True, "share of output elements above 65504 (range record)"),
@@ -103,7 +116,7 @@ ROW_COLUMNS = (
 def row_cells(row: Mapping[str, Any]) -> list[str]:
     ranges = row.get("ranges")
     return [str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]), str(row["cast_bytes"]),
-            cache_text(row), fp8_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
+            cache_text(row), fp8_text(row), fp8_skipped_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
             headroom_text(row.get("output_max_abs")),
             share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-"]
 
@@ -130,6 +143,10 @@ def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
     big = row.get("output_max_abs")
     if big is not None and (into.get("output_max_abs") is None or big > into["output_max_abs"]):
         into["output_max_abs"] = big
+    if "fp8_skipped" in row:
+        mine = into.setdefault("fp8_skipped", {})
+        for reason, calls in row["fp8_skipped"].items():
+            mine[reason] = mine.get(reason, 0) + calls
     if "ranges" in row:
         mine = into.setdefault("ranges", {"output_elements": 0, "float16_overflow": 0})
         mine["output_elements"] += row["ranges"]["output_elements"]
@@ -196,7 +213,7 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
         if "module" not in row:
             continue
         found = True
-        node(row["module"]).rows.append(dict(row))
+        node(row["module"]).rows.append(row)  # not copied: nothing here changes a row
     if not found and model is None:
         return None
 
@@ -222,20 +239,23 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
 
 # --- float16 headroom per place -------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Place:
-    """An op in a module (or outside every module) with its largest finite |output|."""
+class Place(NamedTuple):
+    """An op in a module (or outside every module) with its largest finite |output|. A tuple, not
+    a dataclass: a 100k-row file has 100k places, made ten times faster so."""
 
     module: str | None
     op: str
     policy: str
     max_abs: float
-    over: str  # share of output elements above 65504, "-" without ranges
+    bits: float  # float16 headroom: log2(65504 / max_abs), inf for 0
+    ranges: Mapping[str, Any] | None  # the row's, for over
     moved: str = ""  # why the advisor moves it to float32 ("" when it does not)
 
     @property
-    def bits(self) -> float:
-        return math.log2(FLOAT16_MAX / self.max_abs) if self.max_abs > 0 else math.inf
+    def over(self) -> str:
+        """The share of output elements above 65504, "-" without ranges."""
+        r = self.ranges
+        return share(r["float16_overflow"], r["output_elements"]) if r else "-"
 
 
 def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]:
@@ -248,12 +268,13 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]
     if record and all(not (set(r["ran_in"]) - {"float32", "float64"}) for r in record):
         from ..advisor import measure
 
-        for m in measure(record, "float16", ADVISOR_MARGIN_BITS):
+        for m in measure([r for r in record if _may_move(r["ranges"])], "float16", ADVISOR_MARGIN_BITS):
             if m.range_reason is not None:
                 reasons[(m.place.module, m.place.op)] = f"by ranges: {m.range_reason}"
     for moved in getattr(advice, "moved", ()):
         reasons[(moved.module, moved.op)] = f"by {moved.by}: {moved.reason}"
-    found = []
+    keyed = []
+    log2 = math.log2
     for row in rows:
         ranges = row.get("ranges")
         value = row.get("output_max_abs")
@@ -261,11 +282,29 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]
             value = ranges.get("output_max_abs")
         if value is None:
             continue
+        value = float(value)
         module = row.get("module")
-        found.append(Place(module, row["op"], row.get("policy", ""), float(value),
-                           share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-",
-                           reasons.get((module, row["op"]), "") if module is not None else ""))
-    return sorted(found, key=lambda p: (p.bits, p.module or "", p.op, p.policy))
+        keyed.append((log2(FLOAT16_MAX / value) if value > 0 else math.inf, module or "", row["op"],
+                      row.get("policy", ""), module, value, ranges))
+    keyed.sort(key=lambda k: k[:4])
+    return [Place(module, op, policy, value, bits, ranges, reasons.get((module, op), "") if module is not None else "")
+            for bits, _, op, policy, module, value, ranges in keyed]
+
+
+# Note [the advisor's candidates]: advisor.measure gives a place a range reason only when its
+# max |in| or |out| is within the margin of float16's largest value, some of its output elements
+# are over the range, or a share of them under float16's smallest subnormal. A record has one row
+# per place (the reader refuses an (op, rule, module) listed twice), so the rows that can meet
+# none of these are left out before measuring (a 100k-row record has few candidates); the bound
+# is one bit wider than the margin, so rounding cannot drop a place.
+_CANDIDATE = FLOAT16_MAX / 2.0 ** (ADVISOR_MARGIN_BITS + 1)
+
+
+def _may_move(ranges: Mapping[str, Any]) -> bool:
+    if ranges.get("float16_overflow") or ranges.get("float16_underflow"):
+        return True
+    big_in, big_out = ranges.get("input_max_abs"), ranges.get("output_max_abs")
+    return (big_in is not None and big_in >= _CANDIDATE) or (big_out is not None and big_out >= _CANDIDATE)
 
 
 # --- non-finite events -----------------------------------------------------------------------------
@@ -294,14 +333,16 @@ def events(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
 
 # --- two files ---------------------------------------------------------------------------------------
 
-DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "non-finite", "max |out|", "f16 headroom")
+DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "fp8 / skipped", "fp8 skipped because", "non-finite",
+               "max |out|", "f16 headroom")
+DIFF_TEXT = ("policy", "ran in", "fp8 skipped because")  # the fields that are not numbers
 
 
 def _diff_cells(row: Mapping[str, Any] | None) -> list[str]:
     if row is None:
         return ["-"] * len(DIFF_FIELDS)
     return [row.get("policy", "") or "-", str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]),
-            str(row["cast_bytes"]), nonfinite_text(row), magnitude(row.get("output_max_abs")),
+            str(row["cast_bytes"]), fp8_text(row), fp8_skipped_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
             headroom_text(row.get("output_max_abs"))]
 
 
@@ -313,12 +354,14 @@ def diff(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> tupl
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for row in rows:
             key = (module_text(row), row["op"])
-            if key in out:
-                merged = _sum_rows(out[key], dict(row))
-                merged["policy"] = " + ".join(sorted({out[key].get("policy", ""), row.get("policy", "")}))
-                out[key] = merged
+            into = out.get(key)
+            if into is None:
+                into = out[key] = {"op": row["op"], "ran_in": {}, "output_max_abs": None}
+                if "policy" in row:
+                    into["policy"] = row["policy"]
             else:
-                out[key] = dict(row)
+                into["policy"] = " + ".join(sorted({into.get("policy", ""), row.get("policy", "")}))
+            _add(into, row)
         return out
 
     left, right = keyed(a), keyed(b)

@@ -85,7 +85,7 @@ def render(sources: Sequence[Any], *, advice: Any = None, model: Any = None, tit
 def _render(loaded: Sequence[tuple[str, dict[str, Any]]], advice: Any, model: Any, title: str | None) -> str:
     names = [name for name, _ in loaded]
     rows = loaded[-1][1]["ops"]
-    places = view.places(rows, advice)
+    places = view.places(rows, advice, keep=html.CHART_PLACES)
     events = view.events(rows)
     watched = any(r.get("outputs_checked", 0) for r in rows)
     sections, data = [], []
@@ -109,7 +109,7 @@ def _render(loaded: Sequence[tuple[str, dict[str, Any]]], advice: Any, model: An
     if any("module" in r for r in rows):
         module_columns = [view.Column("module", False), *op_columns]
         module_rows = [([view.module_text(r), r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r))
-                       for r in sorted(view.sort_rows(rows), key=lambda r: ("module" in r, r.get("module", "")))]
+                       for r in view.by_module(rows)]
         section, script = html.table("modules", "Per module", "One row per (module, op, rule), as <code>autocastgen "
                                      "stats --by module</code> prints it.", module_columns, module_rows)
         sections.append(section)

@@ -17,7 +17,7 @@ from . import view
 
 _ASSETS = Path(__file__).resolve().parent
 _FIRST_PAGE = 500   # table rows in the HTML itself; the rest come from the embedded rows (report.js)
-_CHART_PLACES = 40  # places in the headroom chart; all of them are in the places table
+CHART_PLACES = 40  # places in the headroom chart; all of them are in the places table
 _DTYPE_CLASSES = ("float32", "bfloat16", "float16", "float64")
 
 
@@ -67,16 +67,16 @@ def legend(dtypes: Sequence[str]) -> str:
 
 # --- summary ------------------------------------------------------------------------------------------
 
-def summary(name: str, rows: Sequence[Mapping[str, Any]], places: Sequence[view.Place],
+def summary(name: str, rows: Sequence[Mapping[str, Any]], places: view.Headroom,
             events: Sequence[view.Event]) -> str:
     t = view.total(rows)
-    over = [p for p in places if p.bits < 0]
-    moved = [p for p in places if p.moved]
+    over = places.over
+    moved = places.moved
     cards = [("calls", str(t["calls"]), "", _bar(t["ran_in"]) + " " + _e(view.ran_in_text(t["ran_in"]))),
              ("casts", str(t["casts"]), "", f"{t['cast_bytes']} bytes"),
              ("cast cache hit/miss/evict", view.cache_text(t), "", ""),
              ("ops with non-finite outputs", str(len(events)), "bad" if events else "", f"{t.get('nonfinite', 0)} outputs"),
-             ("places over float16's range", str(len(over)), "bad" if over else "",
+             ("places over float16's range", str(over), "bad" if over else "",
               f"{len(moved)} moved to float32 by the advisor" if moved else "max |out| above 65504")]
     return f'<section id="summary"><h2>Overview: <code>{_e(name)}</code></h2><div class="cards">' + "".join(
         f'<div class="card {cls}"><span>{_e(name)}</span><b>{_e(value)}</b><span>{detail}</span></div>'
@@ -209,10 +209,10 @@ def row_class(row: Mapping[str, Any]) -> str:
 
 # --- float16 headroom -----------------------------------------------------------------------------------
 
-def headroom_chart(places: Sequence[view.Place]) -> str:
+def headroom_chart(places: view.Headroom) -> str:
     """Inline SVG: each place's largest |output| against float16's 65504, on a log2 axis (headroom
     in bits: left of the dashed line is over the range). The places least inside come first."""
-    shown = list(places[:_CHART_PLACES])
+    shown = places.least[:CHART_PLACES]
     if not shown:
         return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">No output was measured: turn the '
                 "range record on (<code>autocastgen.stats(ranges=True)</code>, <code>autocastgen.record()</code>) or "
@@ -248,14 +248,14 @@ def headroom_chart(places: Sequence[view.Place]) -> str:
                      f'({p.bits:+.1f}){" moved" if p.moved else ""}</text></g>')
     parts.append(f'<line class="limit" x1="{x(0):.1f}" y1="{top - 2}" x2="{x(0):.1f}" y2="{top + row_h * len(shown)}"/>'
                  f'<text x="{x(0) + 4:.1f}" y="{top + row_h * len(shown) + 14}">65504</text></svg>')
-    moved = [p for p in places if p.moved]
+    moved = places.moved
     advisor = ""
     if moved:  # a long list is folded: the page lays it out only when it is opened
-        advisor = (f"<details{' open' if len(moved) <= _CHART_PLACES else ''}><summary><h3>Moved to float32 by the "
+        advisor = (f"<details{' open' if len(moved) <= CHART_PLACES else ''}><summary><h3>Moved to float32 by the "
                    f"advisor: {len(moved)} places</h3></summary><ul>" + "".join(
                        f"<li><code>{_e(p.op)}</code> in <code>{_e(p.module or '<root>')}</code>: {_e(p.moved)}</li>"
                        for p in moved) + "</ul></details>")
-    rest = len(places) - len(shown)
+    rest = places.count - len(shown)
     return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">Each place\'s largest finite |output| '
             "against float16's largest value, 65504: bars left of the dashed line are over it (an op there overflows in "
             "float16), orange ones within 1 bit of it. Hover a bar for the figures."

@@ -51,7 +51,13 @@ class _Source:
     def __init__(self, name: str, text: str) -> None:
         self.name = name
         self.text = text
-        self._starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._line_starts: list[int] | None = None  # found when an error is printed: a good file never needs them
+
+    @property
+    def _starts(self) -> list[int]:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        return self._line_starts
 
     def format(self, d: Diagnostic) -> str:
         if d.offset is None:

@@ -8,7 +8,9 @@ Numbers are formatted as ``autocastgen stats`` prints them (codegen/cli/verb_sta
 
 from __future__ import annotations
 
+import heapq
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -115,16 +117,29 @@ ROW_COLUMNS = (
 
 def row_cells(row: Mapping[str, Any]) -> list[str]:
     ranges = row.get("ranges")
+    big = row.get("output_max_abs")
+    fp8 = row.get("policy") == "fp8"
     return [str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]), str(row["cast_bytes"]),
-            cache_text(row), fp8_text(row), fp8_skipped_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
-            headroom_text(row.get("output_max_abs")),
+            cache_text(row), fp8_text(row) if fp8 else "-", fp8_skipped_text(row) if fp8 else "-", nonfinite_text(row),
+            magnitude(big), headroom_text(big),
             share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-"]
+
+
+def _order(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The stats verb's order: non-finite first, least float16 headroom, most calls, op, rule, module."""
+    return (-r.get("nonfinite", 0), -(r.get("output_max_abs") or -1), -r["calls"], r["op"], r.get("policy", ""),
+            "module" in r, r.get("module", ""))
 
 
 def sort_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """As the stats verb: non-finite first, least float16 headroom, most calls, op, rule, module."""
-    return sorted(rows, key=lambda r: (-r.get("nonfinite", 0), -(r.get("output_max_abs") or -1), -r["calls"],
-                                       r["op"], r.get("policy", ""), "module" in r, r.get("module", "")))
+    return sorted(rows, key=_order)
+
+
+def by_module(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``stats --by module``: by module (rows outside every module last), each
+    module's in the order of sort_rows(); one sort."""
+    return sorted(rows, key=lambda r: ("module" in r, r.get("module", ""), *_order(r)))
 
 
 _SUMMED = ("calls", "casts", "cast_bytes", "cache_hits", "cache_misses", "cache_evictions", "compiled_calls",
@@ -258,11 +273,23 @@ class Place(NamedTuple):
         return share(r["float16_overflow"], r["output_elements"]) if r else "-"
 
 
-def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]:
+@dataclass(frozen=True)
+class Headroom:
+    """The places (module, op, rule) with a measured max |out|: those with the least float16
+    headroom, those the advisor moves, and how many there are."""
+
+    least: list[Place]  # the places with the least headroom, least first (as many as asked for)
+    moved: list[Place]  # every place the advisor moves to float32, least headroom first
+    over: int           # places over float16's range (headroom below 0)
+    count: int          # places in all
+
+
+def places(rows: Sequence[Mapping[str, Any]], advice: Any = None, keep: int = 40) -> Headroom:
     """Every (module, op, rule) with a measured max |out|, least headroom first, with the advisor's
     verdict: the range proposal that ``autocastgen advise --dtype float16`` makes from this file
     (a record: float32, ranges, modules; advisor.measure, the same code), and the places of an
-    ``Advice`` when one is given (validation included)."""
+    ``Advice`` when one is given (validation included). Only the ``keep`` with the least headroom
+    and the moved ones are made into Places (a 100k-row file has 100k places)."""
     reasons: dict[tuple[str, str], str] = {}
     record = [r for r in rows if "module" in r and "ranges" in r and r.get("policy") == "lower_precision_fp"]
     if record and all(not (set(r["ran_in"]) - {"float32", "float64"}) for r in record):
@@ -286,9 +313,15 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]
         module = row.get("module")
         keyed.append((log2(FLOAT16_MAX / value) if value > 0 else math.inf, module or "", row["op"],
                       row.get("policy", ""), module, value, ranges))
-    keyed.sort(key=lambda k: k[:4])
-    return [Place(module, op, policy, value, bits, ranges, reasons.get((module, op), "") if module is not None else "")
-            for bits, _, op, policy, module, value, ranges in keyed]
+    order = operator.itemgetter(0, 1, 2, 3)
+
+    def place(bits: float, _: str, op: str, policy: str, module: str | None, value: float,
+              ranges: Mapping[str, Any] | None) -> Place:
+        return Place(module, op, policy, value, bits, ranges, reasons.get((module, op), "") if module is not None else "")
+
+    moved = sorted((k for k in keyed if k[4] is not None and (k[4], k[2]) in reasons), key=order)
+    return Headroom([place(*k) for k in heapq.nsmallest(keep, keyed, key=order)], [place(*k) for k in moved],
+                    sum(1 for k in keyed if k[0] < 0), len(keyed))
 
 
 # Note [the advisor's candidates]: advisor.measure gives a place a range reason only when its

@@ -344,6 +344,8 @@ def test_bad_fp8_skipped_is_located(skipped, at, wanted, tmp_path):
     path.write_text(line + "\n")
     text = refused(str(path), out=tmp_path / "r.html")
     assert text.startswith(f"{path}:1:{line.rindex(at) + 1}: {wanted}\n"), text
+    if Path(CLI).is_file():  # the stats verb checks the key the same way
+        assert subprocess.run([CLI, "stats", str(path)], capture_output=True, text=True).stderr == text
 
 
 # --- bad input ------------------------------------------------------------------------------------------

@@ -165,9 +165,9 @@ def test_every_row_is_in_the_data_and_the_first_page_in_the_html(tmp_path):
     assert parsed.tables["modules"][0] == columns
     assert [r[:len(columns)] for r in data[:500]] == parsed.tables["modules"][1:]
     assert "500 of 1200 rows (the rest with script)" in text
-    # Sorted by module, the module column is embedded as runs; the calls as one code per row.
+    # Sorted by module, the module column is embedded as runs; the calls (each row's differs) as texts.
     compact = json.loads(parsed.scripts["rows-modules"])
-    assert "runs" in compact["cells"][0] and "codes" in compact["cells"][columns.index("calls")]
+    assert "runs" in compact["cells"][0] and "texts" in compact["cells"][columns.index("calls")]
 
 
 def test_every_rows_numbers_are_the_files(tmp_path):
@@ -185,6 +185,8 @@ def test_every_rows_numbers_are_the_files(tmp_path):
     text = page(str(stats_file(tmp_path, rows)))
     columns, data = table_data(text, "modules")
     assert len(data) == len(rows)
+    kinds = {c: next(iter(set(cell) - {"values"})) for c, cell in zip(columns, json.loads(Tables(text).scripts["rows-modules"])["cells"])}
+    assert kinds["calls"] == "codes" and kinds["max |out|"] == "texts" and kinds["module"] == "runs"  # all three decoded
     shown = {(r[0], r[1], r[2]): dict(zip(columns, r)) for r in data}
     for entry in rows:
         r = shown[(entry["module"], entry["op"], entry["policy"])]
@@ -247,10 +249,32 @@ def test_headroom_chart_and_the_advisors_places(tmp_path):
     assert labels == ["2 · aten::linear", "4 · aten::linear", "0 · aten::linear"]  # least headroom first
     assert "83951.9 (-0.4) moved" in chart and "40000 (+0.7) moved" in chart and "8.5 (+12.9)</text>" in chart
     # The range proposal of `autocastgen advise --dtype float16` (advisor.measure, margin 1 bit).
-    assert ("<code>aten::linear</code> in <code>2</code>: by ranges: max |out| 83951.9, float16 headroom "
-            "-0.4 bits, 0.488% of elements out of range") in chart
-    assert "<code>aten::linear</code> in <code>4</code>: by ranges: max |out| 40000, float16 headroom +0.7 bits" in chart
-    assert "in <code>0</code>" not in chart
+    moved = rows_of(text, "moved")
+    assert [(m["module"], m["op"], m["f16 headroom"]) for m in moved] == [("2", "aten::linear", "-0.4"),
+                                                                           ("4", "aten::linear", "+0.7")]
+    assert moved[0]["why"] == "by ranges: max |out| 83951.9, float16 headroom -0.4 bits, 0.488% of elements out of range"
+    assert moved[1]["why"] == "by ranges: max |out| 40000, float16 headroom +0.7 bits"
+    assert moved[1]["max |out|"] == "40000"
+
+
+def test_the_advisors_candidates_are_every_place_it_moves():
+    # Note [the advisor's candidates] in view.py: measuring only the candidate rows moves the same
+    # places as measuring every row.
+    from autocastgen.advisor import measure
+    from autocastgen.reporter import view
+
+    rng = random.Random(40)
+    rows = []
+    for i in range(3000):
+        big = 65504 / 2 ** rng.uniform(-1, 3) if i % 3 else 10 ** rng.uniform(-3, 5)
+        r = ranges(big, elements=1000, over=1 if big > 65504 else 0)
+        r["input_max_abs"] = 65504 / 2 ** rng.uniform(0, 3) if i % 5 == 0 else 1.0
+        r["float16_underflow"] = rng.choice([0, 0, 5, 20])
+        rows.append(row(("aten::linear", "aten::mm")[i % 2], f"m.{i // 2}", ranges=r, output_max_abs=big))
+    every = {(m.place.module, m.place.op): m.range_reason for m in measure(rows, "float16", 1.0) if m.range_reason}
+    moved = view.places(rows).moved
+    assert len(every) > 500 and {(p.module, p.op): p.moved for p in moved} == {k: f"by ranges: {v}" for k, v in every.items()}
+    assert [p.bits for p in moved] == sorted(p.bits for p in moved)
 
 
 def test_advice_marks_its_places(tmp_path):
@@ -259,8 +283,9 @@ def test_advice_marks_its_places(tmp_path):
     advice = Advice(base="cpu.yaml", dtype="float16", moved=(Moved("0", "aten::linear", "needed to pass validation",
                                                                    "validation"),))
     rows = [row("aten::linear", "0", ran_in={"float16": 1}, output_max_abs=8.5, outputs_checked=1)]
-    chart = page(str(stats_file(tmp_path, rows)), advice=advice).split('<section id="headroom">', 1)[1]
-    assert "<code>aten::linear</code> in <code>0</code>: by validation: needed to pass validation" in chart
+    text = page(str(stats_file(tmp_path, rows)), advice=advice)
+    assert "8.5 (+12.9) moved" in text.split('<section id="headroom">', 1)[1]
+    assert [(m["module"], m["why"]) for m in rows_of(text, "moved")] == [("0", "by validation: needed to pass validation")]
 
 
 def test_nonfinite_events_with_module_and_line(tmp_path):

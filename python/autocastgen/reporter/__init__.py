@@ -99,6 +99,10 @@ def _render(loaded: Sequence[tuple[str, dict[str, Any]]], advice: Any, model: An
     sections.append(html.summary(Path(names[-1]).name, op_totals, places, events) + html.legend(dtypes))
     sections.append(html.tree(view.module_tree(rows, model), [r for r in rows if "module" not in r]))
     sections.append(html.headroom_chart(places))
+    if places.moved:
+        section, script = html.moved_section(places.moved)
+        sections.append(section)
+        data.append(script)
     sections.append(html.events_section(events, watched))
     op_columns = [view.Column("op", False), view.Column("rule", False), *view.ROW_COLUMNS]
     op_rows = [([r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r)) for r in op_totals]

@@ -17,7 +17,7 @@ from . import view
 
 _ASSETS = Path(__file__).resolve().parent
 _FIRST_PAGE = 500   # table rows in the HTML itself; the rest come from the embedded rows (report.js)
-CHART_PLACES = 40  # places in the headroom chart; all of them are in the places table
+CHART_PLACES = 40  # places in the headroom chart; every place's figures are in the tables
 _DTYPE_CLASSES = ("float32", "bfloat16", "float16", "float64")
 
 
@@ -159,7 +159,8 @@ def table(name: str, title: str, note: str, columns: Sequence[view.Column],
     for cells, cls in rows[:_FIRST_PAGE]:
         tds = "".join(f'<td class="{k}">{_e(v)}</td>' for k, v in zip(classes, cells))
         body.append(f'<tr class="{cls}">{tds}</tr>')
-    script = json.dumps(compact_rows(columns, rows), separators=(",", ":")).replace("</", "<\\/")
+    # "<" only occurs in the JSON's strings: as \u003c no "</script" or "<!--" can end the element early.
+    script = json.dumps(compact_rows(columns, rows), separators=(",", ":")).replace("<", "\\u003c")
     first = min(len(rows), _FIRST_PAGE)
     shown = f"{first} of {len(rows)} rows" + (" (the rest with script)" if first < len(rows) else "")
     return (f'<section id="{name}"><h2>{_e(title)}</h2><p class="note">{note}</p>'
@@ -173,14 +174,18 @@ def table(name: str, title: str, note: str, columns: Sequence[view.Column],
 # Note [compact rows]: a table's rows are embedded once, by column: each column's distinct cell
 # texts ("values", in first-seen order) and, per row, the index of its text ("codes"), or the
 # same as runs ("runs": index, length, index, length, ...) where that is shorter, as for a
-# column sorted by module. The row classes are one more column after the named ones. A 100k-row
-# table is a few MB instead of its cells written out (most columns repeat a few texts); report.js
-# decodes it, draws only the rows in view, and sorts and filters by the distinct texts.
+# column sorted by module; a column of mostly distinct texts (max |out|) is its texts, one per row
+# ("texts"). The row classes are one more column after the named ones. A 100k-row table is a few
+# MB instead of its cells written out (most columns repeat a few texts); report.js decodes it,
+# draws only the rows in view, and sorts and filters by the distinct texts.
 def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str], str]]) -> dict[str, Any]:
     cells = []
     count = len(rows)
     for texts in (*zip(*(r[0] for r in rows)), tuple(r[1] for r in rows)) if rows else [() for _ in range(len(columns) + 1)]:
         values = list(dict.fromkeys(texts))  # first-seen order
+        if 2 * len(values) > count:
+            cells.append({"texts": list(texts)})
+            continue
         codes = list(map({v: i for i, v in enumerate(values)}.__getitem__, texts))
         starts = [0, *itertools.compress(range(1, count), map(operator.ne, codes, itertools.islice(codes, 1, None)))]
         if 2 * len(starts) < count:
@@ -195,6 +200,9 @@ def decode_rows(data: Mapping[str, Any]) -> list[list[str]]:
     """The rows of compact_rows()'s table, as (cells..., class) lists: what report.js decodes (tests)."""
     columns = []
     for cell in data["cells"]:
+        if "texts" in cell:
+            columns.append(cell["texts"])
+            continue
         if "codes" in cell:
             codes = cell["codes"]
         else:
@@ -248,19 +256,28 @@ def headroom_chart(places: view.Headroom) -> str:
                      f'({p.bits:+.1f}){" moved" if p.moved else ""}</text></g>')
     parts.append(f'<line class="limit" x1="{x(0):.1f}" y1="{top - 2}" x2="{x(0):.1f}" y2="{top + row_h * len(shown)}"/>'
                  f'<text x="{x(0) + 4:.1f}" y="{top + row_h * len(shown) + 14}">65504</text></svg>')
-    moved = places.moved
-    advisor = ""
-    if moved:  # a long list is folded: the page lays it out only when it is opened
-        advisor = (f"<details{' open' if len(moved) <= CHART_PLACES else ''}><summary><h3>Moved to float32 by the "
-                   f"advisor: {len(moved)} places</h3></summary><ul>" + "".join(
-                       f"<li><code>{_e(p.op)}</code> in <code>{_e(p.module or '<root>')}</code>: {_e(p.moved)}</li>"
-                       for p in moved) + "</ul></details>")
     rest = places.count - len(shown)
     return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">Each place\'s largest finite |output| '
             "against float16's largest value, 65504: bars left of the dashed line are over it (an op there overflows in "
             "float16), orange ones within 1 bit of it. Hover a bar for the figures."
-            + (f" The {rest} places with more headroom are in the tables." if rest > 0 else "") + "</p>"
-            + "".join(parts) + advisor + "</section>")
+            + (f" The {rest} places with more headroom are in the tables." if rest > 0 else "")
+            + (" The places the advisor moves to float32 are in the table below, with why." if places.moved else "")
+            + "</p>" + "".join(parts) + "</section>")
+
+
+MOVED_COLUMNS = (view.Column("module", False), view.Column("op", False), view.Column("rule", False),
+                 view.Column("max |out|", True), view.Column("f16 headroom", True, "log2(65504 / max |out|) in bits"),
+                 view.Column("why", False, "the advisor's reason: by ranges (this file's), or the Advice's"))
+
+
+def moved_section(moved: Sequence[view.Place]) -> tuple[str, str]:
+    """The places the advisor moves to float32, least headroom first, with why: a table like the
+    per-op one (a 100k-row record can move thousands)."""
+    rows = [([p.module or "<root>", p.op, p.policy or "-", view.magnitude(p.max_abs), f"{p.bits:+.1f}", p.moved],
+             "bad" if p.bits < 0 else "") for p in moved]
+    return table("moved", "Moved to float32 by the advisor", f"{len(moved)} places: the range proposal of "
+                 "<code>autocastgen advise --dtype float16</code> for this record, or the places of the given "
+                 "<code>Advice</code>.", MOVED_COLUMNS, rows)
 
 
 # --- non-finite events ----------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // The report's tables: sort by a column (click its header), filter by text, scroll through every row.
 // Each table's rows are in a <script type="application/json" id="rows-NAME">, by column: each
-// column's distinct cell texts and, per row, which one it holds (Note [compact rows] in html.py).
+// column's distinct cell texts and, per row, which one it holds, or its texts one per row
+// (Note [compact rows] in html.py).
 // The first rows are also in the HTML, so the page reads without script. Only the rows in view
 // are drawn (a table of 100k rows stays light); sorting and filtering work on the distinct texts.
 // Nothing here formats a number: every text is the renderer's.
@@ -19,10 +20,13 @@
     return text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   }
 
-  // A column's code per row, from "codes" or from "runs" (code, length, code, length, ...).
+  // A column's code per row, from "codes", from "runs" (code, length, code, length, ...), or,
+  // for "texts", the row's own.
   function decode(cell, count) {
     const codes = new Int32Array(count);
-    if (cell.codes) {
+    if (cell.texts) {
+      for (let i = 0; i < count; i++) codes[i] = i;
+    } else if (cell.codes) {
       codes.set(cell.codes);
     } else {
       for (let i = 0, at = 0; i < cell.runs.length; i += 2) {
@@ -38,7 +42,7 @@
     const columns = data.columns;
     const width = columns.length;  // data.cells[width] is the rows' class
     const total = data.count;
-    const values = data.cells.map((cell) => cell.values);
+    const values = data.cells.map((cell) => cell.values || cell.texts);
     const codes = data.cells.map((cell) => decode(cell, total));
     const scroller = table.closest(".scroll");
     const body = table.tBodies[0];

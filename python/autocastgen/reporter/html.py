@@ -154,10 +154,12 @@ def table(name: str, title: str, note: str, columns: Sequence[view.Column],
     in the HTML) and the script element holding every row, compactly (Note [compact rows])."""
     head = "".join(f'<th class="{"num" if c.numeric else ""}" title="{_e(c.title)}">{_e(c.name)}</th>' for c in columns)
     # The same cells as report.js writes (its draw()), so that sorting changes nothing else.
-    classes = [" ".join(k for k, on in (("num", c.numeric), ("dt", c.name == "ran in")) if on) for c in columns]
+    classes = [" ".join(k for k, on in (("num", c.numeric), ("dt", c.name == "ran in"), ("wide", c.wide)) if on)
+               for c in columns]
     body = []
     for cells, cls in rows[:_FIRST_PAGE]:
-        tds = "".join(f'<td class="{k}">{_e(v)}</td>' for k, v in zip(classes, cells))
+        tds = "".join(f'<td class="{k}" title="{_e(v)}">{_e(v)}</td>' if c.wide else f'<td class="{k}">{_e(v)}</td>'
+                      for c, k, v in zip(columns, classes, cells))
         body.append(f'<tr class="{cls}">{tds}</tr>')
     # "<" only occurs in the JSON's strings: as \u003c no "</script" or "<!--" can end the element early.
     script = json.dumps(compact_rows(columns, rows), separators=(",", ":")).replace("<", "\\u003c")
@@ -193,7 +195,7 @@ def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str],
             cells.append({"values": values, "runs": runs})
         else:
             cells.append({"values": values, "codes": codes})
-    return {"columns": [[c.name, c.numeric] for c in columns], "count": count, "cells": cells}
+    return {"columns": [[c.name, c.numeric, c.wide] for c in columns], "count": count, "cells": cells}
 
 
 def decode_rows(data: Mapping[str, Any]) -> list[list[str]]:
@@ -267,7 +269,7 @@ def headroom_chart(places: view.Headroom) -> str:
 
 MOVED_COLUMNS = (view.Column("module", False), view.Column("op", False), view.Column("rule", False),
                  view.Column("max |out|", True), view.Column("f16 headroom", True, "log2(65504 / max |out|) in bits"),
-                 view.Column("why", False, "the advisor's reason: by ranges (this file's), or the Advice's"))
+                 view.Column("why", False, "the advisor's reason: by ranges (this file's), or the Advice's", True))
 
 
 def moved_section(moved: Sequence[view.Place]) -> tuple[str, str]:
@@ -304,7 +306,8 @@ def events_section(events: Sequence[view.Event], watched: bool) -> str:
 def diff_section(changes: Sequence[tuple[str, str, str, list[str], list[str]]], same: int, names: Sequence[str]) -> tuple[str, str]:
     columns = [view.Column("change", False), view.Column("module", False), view.Column("op", False)]
     for field in view.DIFF_FIELDS:
-        columns.append(view.Column(field, field not in view.DIFF_TEXT, f"{names[0]} -> {names[1]}"))
+        columns.append(view.Column(field, field not in view.DIFF_TEXT, f"{names[0]} -> {names[1]}",
+                                   field == "fp8 skipped because"))
     rows = []
     for status, module, op, a, b in changes:
         cells = [status, module, op] + [x if x == y else f"{x} -> {y}" for x, y in zip(a, b)]

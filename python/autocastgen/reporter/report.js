@@ -49,7 +49,9 @@
     const tools = table.closest("section").querySelector(".tools");
     const filter = tools.querySelector("input");
     const count = tools.querySelector(".count");
-    const tdClass = columns.map((c) => [c[1] ? "num" : "", c[0] === "ran in" ? "dt" : ""].filter(Boolean).join(" "));
+    // As html.py writes the first rows: classes num, dt (the "ran in" column), wide (with the text as tooltip).
+    const tdClass = columns.map((c) => [c[1] ? "num" : "", c[0] === "ran in" ? "dt" : "", c[2] ? "wide" : ""]
+      .filter(Boolean).join(" "));
     const escaped = values.map(() => null);  // per column, its texts as HTML (made when first drawn)
     const ranks = [];   // per column, each distinct text's place in sort order (made on the first sort)
     const lowered = []; // per column, its texts in lower case (made on the first filter)
@@ -86,7 +88,10 @@
       for (let i = first; i < last; i++) {
         const row = order[i];
         out.push("<tr class=\"" + classes[classCodes[row]] + "\">");
-        for (let c = 0; c < width; c++) out.push("<td class=\"" + tdClass[c] + "\">" + texts[c][codes[c][row]] + "</td>");
+        for (let c = 0; c < width; c++) {
+          const text = texts[c][codes[c][row]];
+          out.push("<td class=\"" + tdClass[c] + (columns[c][2] ? "\" title=\"" + text : "") + "\">" + text + "</td>");
+        }
         out.push("</tr>");
       }
       if (last < order.length) out.push(pad((order.length - last) * height));

@@ -102,16 +102,17 @@ class Column:
     name: str
     numeric: bool
     title: str = ""
+    wide: bool = False  # long texts: cut to the column's width, whole in the cell's tooltip
 
 
 ROW_COLUMNS = (
     Column("calls", True), Column("ran in", False, "calls by the dtype the op ran in"),
     Column("casts", True), Column("cast bytes", True), Column("cache hit/miss/evict", True),
     Column("fp8 / skipped", True, "fp8 rule: calls whose GEMM ran in float8 / skipped (ran in the lower-precision dtype)"),
-    Column("fp8 skipped because", False, "why the skipped fp8 calls ran in the lower precision: reason: calls"),
     Column("non-finite", True, "outputs with NaN or Inf ('-': not checked)"),
     Column("max |out|", True), Column("f16 headroom", True, "log2(65504 / max |out|) in bits; negative: over float16's range"),
     Column("f16 over", True, "share of output elements above 65504 (range record)"),
+    Column("fp8 skipped because", False, "why the skipped fp8 calls ran in the lower precision: reason: calls", True),
 )
 
 
@@ -120,9 +121,9 @@ def row_cells(row: Mapping[str, Any]) -> list[str]:
     big = row.get("output_max_abs")
     fp8 = row.get("policy") == "fp8"
     return [str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]), str(row["cast_bytes"]),
-            cache_text(row), fp8_text(row) if fp8 else "-", fp8_skipped_text(row) if fp8 else "-", nonfinite_text(row),
-            magnitude(big), headroom_text(big),
-            share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-"]
+            cache_text(row), fp8_text(row) if fp8 else "-", nonfinite_text(row), magnitude(big), headroom_text(big),
+            share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-",
+            fp8_skipped_text(row) if fp8 else "-"]
 
 
 def _order(r: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -366,8 +367,8 @@ def events(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
 
 # --- two files ---------------------------------------------------------------------------------------
 
-DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "fp8 / skipped", "fp8 skipped because", "non-finite",
-               "max |out|", "f16 headroom")
+DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "fp8 / skipped", "non-finite", "max |out|",
+               "f16 headroom", "fp8 skipped because")
 DIFF_TEXT = ("policy", "ran in", "fp8 skipped because")  # the fields that are not numbers
 
 
@@ -375,8 +376,8 @@ def _diff_cells(row: Mapping[str, Any] | None) -> list[str]:
     if row is None:
         return ["-"] * len(DIFF_FIELDS)
     return [row.get("policy", "") or "-", str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]),
-            str(row["cast_bytes"]), fp8_text(row), fp8_skipped_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
-            headroom_text(row.get("output_max_abs"))]
+            str(row["cast_bytes"]), fp8_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
+            headroom_text(row.get("output_max_abs")), fp8_skipped_text(row)]
 
 
 def diff(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str, str, list[str], list[str]]], int]:

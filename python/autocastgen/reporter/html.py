@@ -188,6 +188,9 @@ def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str],
         if 2 * len(values) > count:
             cells.append({"texts": list(texts)})
             continue
+        if len(values) == 1:  # one text in every row
+            cells.append({"values": values, "runs": [0, count]})
+            continue
         codes = list(map({v: i for i, v in enumerate(values)}.__getitem__, texts))
         starts = [0, *itertools.compress(range(1, count), map(operator.ne, codes, itertools.islice(codes, 1, None)))]
         if 2 * len(starts) < count:

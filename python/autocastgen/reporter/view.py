@@ -257,7 +257,7 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
 
 class Place(NamedTuple):
     """An op in a module (or outside every module) with its largest finite |output|. A tuple, not
-    a dataclass: a 100k-row file has 100k places, made ten times faster so."""
+    a dataclass: cheap to make (a large record moves thousands of places)."""
 
     module: str | None
     op: str

@@ -119,10 +119,25 @@ def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
   filter.dispatchEvent(new Event("input"));
   out.filtered = cells();
   out.filteredCount = document.querySelector("#modules .count").textContent;
-  const pre = document.createElement("pre");
-  pre.id = "probe";
-  pre.textContent = JSON.stringify(out);
-  document.body.appendChild(pre);
+  filter.value = "";
+  filter.dispatchEvent(new Event("input"));
+  // Scrolled to the middle: the rows drawn there are the ones in view (drawn on the next frame).
+  const scroller = table.closest(".scroll");
+  const row = table.tBodies[0].rows[1].getBoundingClientRect().height;
+  scroller.scrollTop = Math.round(row * 1500);
+  scroller.dispatchEvent(new Event("scroll"));
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    out.scrolled = cells();
+    const view = scroller.getBoundingClientRect();
+    out.inView = Array.from(table.tBodies[0].rows).filter((r) => !r.classList.contains("pad")).filter((r) => {
+      const box = r.getBoundingClientRect();
+      return box.bottom > view.top && box.top < view.bottom;
+    }).map((r) => r.cells[0].textContent + " " + r.cells[1].textContent);
+    const pre = document.createElement("pre");
+    pre.id = "probe";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }));
 })();
 </script>
 </body>""" % columns.index("calls")
@@ -145,3 +160,11 @@ def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
     kept = [r[:width] for r in rows if any("blocks.7." in c for c in r[:width]) and any("linear" in c for c in r[:width])]
     assert out["filteredCount"] == f"{len(kept)} rows (filtered from 3000)"
     assert out["filtered"] == kept[:len(out["filtered"])] and len(out["filtered"]) == len(kept)
+    # Scrolled to row 1500: a run of rows around it is drawn, in the data's order, and those in
+    # the scroller's view are among them (the padding rows keep them where they belong).
+    scrolled = out["scrolled"]
+    start = [r[:width] for r in rows].index(scrolled[0])  # each row's (module, op) differs
+    assert start < 1500 < start + len(scrolled) and scrolled == [r[:width] for r in rows[start:start + len(scrolled)]]
+    assert len(scrolled) < 400 and 10 <= len(out["inView"])
+    in_view = [f"{r[0]} {r[1]}" for r in rows[1480:1560]]
+    assert all(text in in_view for text in out["inView"]), (out["inView"][:3], in_view[:3])

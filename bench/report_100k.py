@@ -2,14 +2,17 @@
 seconds"): reading and checking the file, writing the page, and headless Chromium loading it
 until report.js has run (body data-ready). Not a test: run by hand, numbers in bench/README.md.
 
-  PYTHONPATH=build/python python3 bench/report_100k.py [ROWS]
+  PYTHONPATH=build/python python3 bench/report_100k.py [ROWS] [--runs 3]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,23 +43,34 @@ def synthetic(rows: int) -> dict:
 
 
 def main() -> None:
-    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("rows", nargs="?", type=int, default=100_000)
+    parser.add_argument("--runs", type=int, default=3, help="times each step is timed (medians printed)")
+    options = parser.parse_args()
+    rows = options.rows
+    browser = shutil.which("chromium")
+    made, loaded, ready = [], [], True
     with tempfile.TemporaryDirectory() as tmp:
         path, page = Path(tmp) / "big.json", Path(tmp) / "big.html"
         path.write_text(json.dumps(synthetic(rows)))
-        start = time.perf_counter()
-        autocastgen.report(str(path), output=page)
-        made = time.perf_counter() - start
-        print(f"{rows} rows: file {path.stat().st_size / 1e6:.1f} MB, page {page.stat().st_size / 1e6:.1f} MB, "
-              f"read + checked + written in {made:.2f} s")
-        browser = shutil.which("chromium")
-        if browser:
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for _ in range(options.runs):
             start = time.perf_counter()
-            dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp}/p",
-                                  "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=600)
-            loaded = time.perf_counter() - start
-            ready = 'data-ready="true"' in dom.stdout
-            print(f"chromium --headless --dump-dom: {loaded:.2f} s (browser start included), script ran: {ready}")
+            autocastgen.report(str(path), output=page)
+            made.append(time.perf_counter() - start)
+            if browser:
+                start = time.perf_counter()
+                dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp}/p",
+                                      "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=600)
+                loaded.append(time.perf_counter() - start)
+                ready = ready and 'data-ready="true"' in dom.stdout
+        print(f"{rows} rows: file {path.stat().st_size / 1e6:.1f} MB, page {page.stat().st_size / 1e6:.1f} MB, "
+              f"read + checked + written in {statistics.median(made):.2f} s (median of {len(made)}: "
+              f"{', '.join(f'{t:.2f}' for t in made)})")
+        if loaded:
+            print(f"chromium --headless --dump-dom: {statistics.median(loaded):.2f} s (median of {len(loaded)}: "
+                  f"{', '.join(f'{t:.2f}' for t in loaded)}; browser start included), script ran: {ready}")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

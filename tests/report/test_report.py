@@ -146,15 +146,62 @@ def test_page_agrees_with_the_stats_verb(tmp_path):
         assert int(shown[op["op"]]["calls"]) == op["calls"]
 
 
+def table_data(text: str, name: str) -> tuple[list[str], list[list[str]]]:
+    """A table's column names and every row (cells, then the row's class), decoded from the page's
+    compact rows (Note [compact rows] in html.py) as report.js decodes them."""
+    from autocastgen.reporter import html
+
+    data = json.loads(Tables(text).scripts[f"rows-{name}"])
+    return [c[0] for c in data["columns"]], html.decode_rows(data)
+
+
 def test_every_row_is_in_the_data_and_the_first_page_in_the_html(tmp_path):
     rows = [row(f"aten::op{i}", module=f"layers.{i % 7}", calls=i + 1) for i in range(1200)]
     text = page(str(stats_file(tmp_path, rows)))
     parsed = Tables(text)
-    data = json.loads(parsed.scripts["rows-modules"])
-    assert len(data["rows"]) == 1200
+    columns, data = table_data(text, "modules")
+    assert len(data) == 1200
     assert len(parsed.tables["modules"]) == 1 + 500      # header and the first page
-    assert [r[:len(data["columns"])] for r in data["rows"][:500]] == parsed.tables["modules"][1:]
-    assert "500 of 1200 rows" in text
+    assert parsed.tables["modules"][0] == columns
+    assert [r[:len(columns)] for r in data[:500]] == parsed.tables["modules"][1:]
+    assert "500 of 1200 rows (the rest with script)" in text
+    # Sorted by module, the module column is embedded as runs; the calls (each row's differs) as texts.
+    compact = json.loads(parsed.scripts["rows-modules"])
+    assert "runs" in compact["cells"][0] and "texts" in compact["cells"][columns.index("calls")]
+
+
+def test_every_rows_numbers_are_the_files(tmp_path):
+    # All 3000 rows of the per-module table, decoded from the page, against the file's entries.
+    rng = random.Random(40)
+    rows = []
+    for i in range(3000):
+        big = 10 ** rng.uniform(-3, 5.2)
+        calls = rng.randint(1, 9)
+        rows.append(row(("aten::linear", "aten::mm", "aten::softmax")[i % 3], module=f"blocks.{i // 30}.{i % 10}",
+                        policy=("lower_precision_fp", "fp32")[i // 3 % 2], calls=calls,
+                        ran_in={"bfloat16": calls - 1, "float32": 1} if calls > 1 else {"float32": 1},
+                        casts=i % 4, cast_bytes=(i % 4) * 512, outputs_checked=calls, nonfinite=0, output_max_abs=big,
+                        ranges=ranges(big, elements=4096, over=40 if big > 65504 else 0)))
+    text = page(str(stats_file(tmp_path, rows)))
+    columns, data = table_data(text, "modules")
+    assert len(data) == len(rows)
+    kinds = {c: next(iter(set(cell) - {"values"})) for c, cell in zip(columns, json.loads(Tables(text).scripts["rows-modules"])["cells"])}
+    assert kinds["calls"] == "codes" and kinds["max |out|"] == "texts" and kinds["module"] == "runs"  # all three decoded
+    shown = {(r[0], r[1], r[2]): dict(zip(columns, r)) for r in data}
+    for entry in rows:
+        r = shown[(entry["module"], entry["op"], entry["policy"])]
+        assert int(r["calls"]) == entry["calls"] and int(r["casts"]) == entry["casts"]
+        assert int(r["cast bytes"]) == entry["cast_bytes"]
+        assert {d: int(n) for d, n in (part.rsplit(" ", 1) for part in r["ran in"].split(", "))} == entry["ran_in"]
+        assert r["max |out|"] == f"{entry['output_max_abs']:.6g}"
+        assert r["f16 headroom"] == f"{math.log2(65504 / entry['output_max_abs']):+.1f}"
+        assert r["f16 over"] == ("0" if entry["output_max_abs"] <= 65504 else f"{100 * 40 / 4096:.3g}%")
+    # The per-op table sums each (op, rule)'s modules.
+    columns, data = table_data(text, "ops")
+    for r in (dict(zip(columns, cells)) for cells in data):
+        mine = [e for e in rows if (e["op"], e["policy"]) == (r["op"], r["rule"])]
+        assert int(r["calls"]) == sum(e["calls"] for e in mine)
+        assert r["max |out|"] == f"{max(e['output_max_abs'] for e in mine):.6g}"
 
 
 def test_self_contained():
@@ -202,10 +249,32 @@ def test_headroom_chart_and_the_advisors_places(tmp_path):
     assert labels == ["2 · aten::linear", "4 · aten::linear", "0 · aten::linear"]  # least headroom first
     assert "83951.9 (-0.4) moved" in chart and "40000 (+0.7) moved" in chart and "8.5 (+12.9)</text>" in chart
     # The range proposal of `autocastgen advise --dtype float16` (advisor.measure, margin 1 bit).
-    assert ("<code>aten::linear</code> in <code>2</code>: by ranges: max |out| 83951.9, float16 headroom "
-            "-0.4 bits, 0.488% of elements out of range") in chart
-    assert "<code>aten::linear</code> in <code>4</code>: by ranges: max |out| 40000, float16 headroom +0.7 bits" in chart
-    assert "in <code>0</code>" not in chart
+    moved = rows_of(text, "moved")
+    assert [(m["module"], m["op"], m["f16 headroom"]) for m in moved] == [("2", "aten::linear", "-0.4"),
+                                                                           ("4", "aten::linear", "+0.7")]
+    assert moved[0]["why"] == "by ranges: max |out| 83951.9, float16 headroom -0.4 bits, 0.488% of elements out of range"
+    assert moved[1]["why"] == "by ranges: max |out| 40000, float16 headroom +0.7 bits"
+    assert moved[1]["max |out|"] == "40000"
+
+
+def test_the_advisors_candidates_are_every_place_it_moves():
+    # Note [the advisor's candidates] in view.py: measuring only the candidate rows moves the same
+    # places as measuring every row.
+    from autocastgen.advisor import measure
+    from autocastgen.reporter import view
+
+    rng = random.Random(40)
+    rows = []
+    for i in range(3000):
+        big = 65504 / 2 ** rng.uniform(-1, 3) if i % 3 else 10 ** rng.uniform(-3, 5)
+        r = ranges(big, elements=1000, over=1 if big > 65504 else 0)
+        r["input_max_abs"] = 65504 / 2 ** rng.uniform(0, 3) if i % 5 == 0 else 1.0
+        r["float16_underflow"] = rng.choice([0, 0, 5, 20])
+        rows.append(row(("aten::linear", "aten::mm")[i % 2], f"m.{i // 2}", ranges=r, output_max_abs=big))
+    every = {(m.place.module, m.place.op): m.range_reason for m in measure(rows, "float16", 1.0) if m.range_reason}
+    moved = view.places(rows).moved
+    assert len(every) > 500 and {(p.module, p.op): p.moved for p in moved} == {k: f"by ranges: {v}" for k, v in every.items()}
+    assert [p.bits for p in moved] == sorted(p.bits for p in moved)
 
 
 def test_advice_marks_its_places(tmp_path):
@@ -214,8 +283,9 @@ def test_advice_marks_its_places(tmp_path):
     advice = Advice(base="cpu.yaml", dtype="float16", moved=(Moved("0", "aten::linear", "needed to pass validation",
                                                                    "validation"),))
     rows = [row("aten::linear", "0", ran_in={"float16": 1}, output_max_abs=8.5, outputs_checked=1)]
-    chart = page(str(stats_file(tmp_path, rows)), advice=advice).split('<section id="headroom">', 1)[1]
-    assert "<code>aten::linear</code> in <code>0</code>: by validation: needed to pass validation" in chart
+    text = page(str(stats_file(tmp_path, rows)), advice=advice)
+    assert "8.5 (+12.9) moved" in text.split('<section id="headroom">', 1)[1]
+    assert [(m["module"], m["why"]) for m in rows_of(text, "moved")] == [("0", "by validation: needed to pass validation")]
 
 
 def test_nonfinite_events_with_module_and_line(tmp_path):
@@ -238,6 +308,69 @@ def test_two_files_what_changed():
     assert diff["aten::linear"]["casts"] == "7 -> 0"
     assert diff["aten::cross_entropy_loss"]["cast bytes"] == "1536 -> 0"
     assert "2 places (module, op) changed, 0 unchanged" in text
+
+
+# --- fp8 decisions ---------------------------------------------------------------------------------------
+
+AUTO = "auto: M, K or N below 4096 (fp8 does not pay on CUDA there)"
+MEASURED = "measured: the lower precision was faster"
+
+
+def fp8_rows(second_all_fp8: bool = False) -> list[dict]:
+    """A hand-written record of fp8 decisions (docs/fp8.md, Statistics): the skipped calls ran in
+    bfloat16, each counted under its reason."""
+    first = row("aten::linear", "layers.0", policy="fp8", calls=10, ran_in={"float8_e4m3fn": 6, "bfloat16": 4},
+                fp8_skipped={AUTO: 3, "place layers.0": 1})
+    if second_all_fp8:
+        second = row("aten::linear", "layers.1", policy="fp8", calls=5, ran_in={"float8_e4m3fn": 5})
+    else:
+        second = row("aten::linear", "layers.1", policy="fp8", calls=5, ran_in={"float8_e4m3fn": 3, "bfloat16": 2},
+                     fp8_skipped={MEASURED: 2})
+    return [first, second, row("aten::softmax", "layers.0", policy="fp32", calls=2)]
+
+
+def test_fp8_calls_and_why_they_were_skipped(tmp_path):
+    path = stats_file(tmp_path, fp8_rows())
+    from autocastgen.reporter.reading import read_stats
+
+    assert read_stats(path)["ops"][0]["fp8_skipped"] == {AUTO: 3, "place layers.0": 1}  # the key is read
+    text = page(str(path))
+    ops = {r["op"]: r for r in rows_of(text, "ops")}
+    assert ops["aten::linear"]["fp8 / skipped"] == "9 / 6"
+    assert ops["aten::linear"]["fp8 skipped because"] == f"{AUTO}: 3; {MEASURED}: 2; place layers.0: 1"
+    assert ops["aten::softmax"]["fp8 / skipped"] == "-" and ops["aten::softmax"]["fp8 skipped because"] == "-"
+    modules = {(r["module"], r["op"]): r for r in rows_of(text, "modules")}
+    assert modules[("layers.0", "aten::linear")]["fp8 / skipped"] == "6 / 4"
+    assert modules[("layers.0", "aten::linear")]["fp8 skipped because"] == f"{AUTO}: 3; place layers.0: 1"
+    assert modules[("layers.1", "aten::linear")]["fp8 skipped because"] == f"{MEASURED}: 2"
+    # The embedded rows (what report.js draws) hold the same texts.
+    columns, data = table_data(text, "modules")
+    assert [dict(zip(columns, r)) for r in data[:3]] == rows_of(text, "modules")
+
+
+def test_fp8_decisions_in_what_changed(tmp_path):
+    a = stats_file(tmp_path, fp8_rows(), "a.json")
+    b = stats_file(tmp_path, fp8_rows(second_all_fp8=True), "b.json")
+    diff = {(r["module"], r["op"]): r for r in rows_of(page(str(a), str(b)), "diff")}
+    assert list(diff) == [("layers.1", "aten::linear")]
+    assert diff[("layers.1", "aten::linear")]["fp8 / skipped"] == "3 / 2 -> 5 / 0"
+    assert diff[("layers.1", "aten::linear")]["fp8 skipped because"] == f"{MEASURED}: 2 -> -"
+    assert diff[("layers.1", "aten::linear")]["ran in"] == "float8_e4m3fn 3, bfloat16 2 -> float8_e4m3fn 5"
+
+
+@pytest.mark.parametrize("skipped, at, wanted", [
+    ('{"auto": -1}', "-1", "error: 'fp8_skipped' of 'auto' must be a non-negative integer, found '-1'"),
+    ('[1]', "[1]", "error: 'fp8_skipped' must be an object of reason to calls, found an array"),
+], ids=["count", "shape"])
+def test_bad_fp8_skipped_is_located(skipped, at, wanted, tmp_path):
+    entry = json.dumps(row("aten::linear", "layers.0", policy="fp8", calls=1, ran_in={"bfloat16": 1}))
+    line = '{"version": 1, "ops": [' + entry[:-1] + ', "fp8_skipped": ' + skipped + "}]}"
+    path = tmp_path / "bad.json"
+    path.write_text(line + "\n")
+    text = refused(str(path), out=tmp_path / "r.html")
+    assert text.startswith(f"{path}:1:{line.rindex(at) + 1}: {wanted}\n"), text
+    if Path(CLI).is_file():  # the stats verb checks the key the same way
+        assert subprocess.run([CLI, "stats", str(path)], capture_output=True, text=True).stderr == text
 
 
 # --- bad input ------------------------------------------------------------------------------------------

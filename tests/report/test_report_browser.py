@@ -83,3 +83,88 @@ def test_report_in_headless_chromium(tmp_path):
     header = shot.read_bytes()[:24]
     assert header[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", header[16:24]) == (1280, 1400)
+
+
+def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
+    # 3000 rows: report.js decodes the embedded rows (Note [compact rows] in html.py) and draws the
+    # rows in view; a probe added to a copy of the page sorts and filters as a click and typing do.
+    import json
+    import random
+
+    import autocastgen.reporter as reporter
+    from autocastgen.reporter import html
+
+    rng = random.Random(40)
+    ops = []
+    for i in range(3000):
+        calls = rng.randint(1, 60)
+        ops.append({"op": ("aten::linear", "aten::mm", "aten::softmax")[i % 3], "policy": "lower_precision_fp",
+                    "module": f"blocks.{i // 30}.{i % 10}", "calls": calls, "ran_in": {"bfloat16": calls},
+                    "casts": 0, "cast_bytes": 0, "cache_hits": 0, "output_max_abs": 10 ** rng.uniform(-3, 5)})
+    (tmp_path / "big.json").write_text(json.dumps({"version": 1, "ops": ops}))
+    text = reporter.render([str(tmp_path / "big.json")])
+    data = json.loads(re.search(r'<script type="application/json" id="rows-modules">(.*?)</script>', text).group(1))
+    columns = [c[0] for c in data["columns"]]
+    rows = html.decode_rows(data)
+    probe = """<script>
+(function () {
+  const table = document.querySelector('table[data-rows="modules"]');
+  const cells = () => Array.from(table.tBodies[0].rows).filter((r) => !r.classList.contains("pad"))
+    .map((r) => Array.from(r.cells).map((td) => td.textContent));
+  const out = {drawn: cells(), count: document.querySelector("#modules .count").textContent};
+  table.tHead.rows[0].cells[%d].click();
+  out.sorted = cells();
+  const filter = document.querySelector("#modules input");
+  filter.value = "blocks.7. LINEAR";
+  filter.dispatchEvent(new Event("input"));
+  out.filtered = cells();
+  out.filteredCount = document.querySelector("#modules .count").textContent;
+  filter.value = "";
+  filter.dispatchEvent(new Event("input"));
+  // Scrolled to the middle: the rows drawn there are the ones in view (drawn on the next frame).
+  const scroller = table.closest(".scroll");
+  const row = table.tBodies[0].rows[1].getBoundingClientRect().height;
+  scroller.scrollTop = Math.round(row * 1500);
+  scroller.dispatchEvent(new Event("scroll"));
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    out.scrolled = cells();
+    const view = scroller.getBoundingClientRect();
+    out.inView = Array.from(table.tBodies[0].rows).filter((r) => !r.classList.contains("pad")).filter((r) => {
+      const box = r.getBoundingClientRect();
+      return box.bottom > view.top && box.top < view.bottom;
+    }).map((r) => r.cells[0].textContent + " " + r.cells[1].textContent);
+    const pre = document.createElement("pre");
+    pre.id = "probe";
+    pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }));
+})();
+</script>
+</body>""" % columns.index("calls")
+    page = tmp_path / "big.html"
+    page.write_text(text.replace("</body>", probe))
+    dom = chromium("--dump-dom", "--virtual-time-budget=5000", page.resolve().as_uri(), tmp=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert re.search(r'<body[^>]*data-ready="true"', dom.stdout)
+    import html as html_module
+
+    out = json.loads(html_module.unescape(re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S).group(1)))
+    width = len(columns)
+    assert out["count"] == "3000 rows"
+    assert 20 <= len(out["drawn"]) < 3000 and out["drawn"] == [r[:width] for r in rows[:len(out["drawn"])]]
+    # Sorted by calls, most first; equal calls keep the order they had (reversed with it).
+    calls = columns.index("calls")
+    expected = sorted(enumerate(rows), key=lambda item: (int(item[1][calls]), item[0]), reverse=True)
+    assert out["sorted"] == [r[:width] for _, r in expected[:len(out["sorted"])]]
+    # Filtered: the rows holding both words (in any case), in the file's order again.
+    kept = [r[:width] for r in rows if any("blocks.7." in c for c in r[:width]) and any("linear" in c for c in r[:width])]
+    assert out["filteredCount"] == f"{len(kept)} rows (filtered from 3000)"
+    assert out["filtered"] == kept[:len(out["filtered"])] and len(out["filtered"]) == len(kept)
+    # Scrolled to row 1500: a run of rows around it is drawn, in the data's order, and those in
+    # the scroller's view are among them (the padding rows keep them where they belong).
+    scrolled = out["scrolled"]
+    start = [r[:width] for r in rows].index(scrolled[0])  # each row's (module, op) differs
+    assert start < 1500 < start + len(scrolled) and scrolled == [r[:width] for r in rows[start:start + len(scrolled)]]
+    assert len(scrolled) < 400 and 10 <= len(out["inView"])
+    in_view = [f"{r[0]} {r[1]}" for r in rows[1480:1560]]
+    assert all(text in in_view for text in out["inView"]), (out["inView"][:3], in_view[:3])

@@ -13,6 +13,7 @@ output and renamed over it. A bad input leaves no page and an older page as it w
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -58,18 +59,33 @@ def render(sources: Sequence[Any], *, advice: Any = None, model: Any = None, tit
     module with its class. Raises :class:`ReportError` for an unreadable source."""
     if not 1 <= len(sources) <= 2:
         raise ReportError(f"autocastgen: error: a report reads one or two statistics files, got {len(sources)}\n", 1)
-    loaded, errors, count = [], [], 0
-    for index, source in enumerate(sources):  # every file checked before stopping
-        try:
-            loaded.append(_load(source, index))
-        except ReportError as error:
-            errors.append(str(error))
-            count += error.count
-    if errors:
-        raise ReportError("".join(errors), count)
+    collecting = gc.isenabled()
+    gc.disable()  # Note [no collection while rendering]
+    try:
+        loaded, errors, count = [], [], 0
+        for index, source in enumerate(sources):  # every file checked before stopping
+            try:
+                loaded.append(_load(source, index))
+            except ReportError as error:
+                errors.append(str(error))
+                count += error.count
+        if errors:
+            raise ReportError("".join(errors), count)
+        return _render(loaded, advice, model, title)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+# Note [no collection while rendering]: a large file's JSON is millions of objects, and the
+# cyclic collector walks them all each time the reading or the page's many small objects (cells,
+# texts) cross its thresholds: a quarter of a 100k-row report's time. Nothing made here is a
+# cycle that needs it, so the collector is off while the files are read and the page is made, and
+# back as it was after.
+def _render(loaded: Sequence[tuple[str, dict[str, Any]]], advice: Any, model: Any, title: str | None) -> str:
     names = [name for name, _ in loaded]
     rows = loaded[-1][1]["ops"]
-    places = view.places(rows, advice)
+    places = view.places(rows, advice, keep=html.CHART_PLACES)
     events = view.events(rows)
     watched = any(r.get("outputs_checked", 0) for r in rows)
     sections, data = [], []
@@ -79,12 +95,17 @@ def render(sources: Sequence[Any], *, advice: Any = None, model: Any = None, tit
         sections.append(section)
         data.append(script)
     dtypes = sorted({d for r in rows for d in r["ran_in"]}, key=lambda d: (html.dtype_class(d), d))
-    sections.append(html.summary(Path(names[-1]).name, rows, places, events) + html.legend(dtypes))
+    op_totals = view.per_op(rows)
+    sections.append(html.summary(Path(names[-1]).name, op_totals, places, events) + html.legend(dtypes))
     sections.append(html.tree(view.module_tree(rows, model), [r for r in rows if "module" not in r]))
     sections.append(html.headroom_chart(places))
+    if places.moved:
+        section, script = html.moved_section(places.moved)
+        sections.append(section)
+        data.append(script)
     sections.append(html.events_section(events, watched))
     op_columns = [view.Column("op", False), view.Column("rule", False), *view.ROW_COLUMNS]
-    op_rows = [([r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r)) for r in view.per_op(rows)]
+    op_rows = [([r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r)) for r in op_totals]
     section, script = html.table("ops", "Per op", "One row per (op, rule), its modules summed, as <code>autocastgen "
                                  "stats</code> prints it. Click a header to sort.", op_columns, op_rows)
     sections.append(section)
@@ -92,7 +113,7 @@ def render(sources: Sequence[Any], *, advice: Any = None, model: Any = None, tit
     if any("module" in r for r in rows):
         module_columns = [view.Column("module", False), *op_columns]
         module_rows = [([view.module_text(r), r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r))
-                       for r in sorted(view.sort_rows(rows), key=lambda r: ("module" in r, r.get("module", "")))]
+                       for r in view.by_module(rows)]
         section, script = html.table("modules", "Per module", "One row per (module, op, rule), as <code>autocastgen "
                                      "stats --by module</code> prints it.", module_columns, module_rows)
         sections.append(section)

@@ -4,8 +4,10 @@ view time) from the view's data (view.py). Returns text; writes nothing."""
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ from . import view
 
 _ASSETS = Path(__file__).resolve().parent
 _FIRST_PAGE = 500   # table rows in the HTML itself; the rest come from the embedded rows (report.js)
-_CHART_PLACES = 40  # places in the headroom chart; all of them are in the places table
+CHART_PLACES = 40  # places in the headroom chart; every place's figures are in the tables
 _DTYPE_CLASSES = ("float32", "bfloat16", "float16", "float64")
 
 
@@ -65,16 +67,16 @@ def legend(dtypes: Sequence[str]) -> str:
 
 # --- summary ------------------------------------------------------------------------------------------
 
-def summary(name: str, rows: Sequence[Mapping[str, Any]], places: Sequence[view.Place],
+def summary(name: str, rows: Sequence[Mapping[str, Any]], places: view.Headroom,
             events: Sequence[view.Event]) -> str:
     t = view.total(rows)
-    over = [p for p in places if p.bits < 0]
-    moved = [p for p in places if p.moved]
+    over = places.over
+    moved = places.moved
     cards = [("calls", str(t["calls"]), "", _bar(t["ran_in"]) + " " + _e(view.ran_in_text(t["ran_in"]))),
              ("casts", str(t["casts"]), "", f"{t['cast_bytes']} bytes"),
              ("cast cache hit/miss/evict", view.cache_text(t), "", ""),
              ("ops with non-finite outputs", str(len(events)), "bad" if events else "", f"{t.get('nonfinite', 0)} outputs"),
-             ("places over float16's range", str(len(over)), "bad" if over else "",
+             ("places over float16's range", str(over), "bad" if over else "",
               f"{len(moved)} moved to float32 by the advisor" if moved else "max |out| above 65504")]
     return f'<section id="summary"><h2>Overview: <code>{_e(name)}</code></h2><div class="cards">' + "".join(
         f'<div class="card {cls}"><span>{_e(name)}</span><b>{_e(value)}</b><span>{detail}</span></div>'
@@ -149,23 +151,69 @@ def _count(node: view.Node) -> int:
 def table(name: str, title: str, note: str, columns: Sequence[view.Column],
           rows: Sequence[tuple[list[str], str]]) -> tuple[str, str]:
     """A sortable table: ``rows`` as (cells, class). Returns the section (the first page of rows
-    in the HTML) and the script element holding every row (report.js pages and sorts them)."""
+    in the HTML) and the script element holding every row, compactly (Note [compact rows])."""
     head = "".join(f'<th class="{"num" if c.numeric else ""}" title="{_e(c.title)}">{_e(c.name)}</th>' for c in columns)
-    # The same cells as report.js writes (its render()), so that sorting changes nothing else.
-    classes = [" ".join(k for k, on in (("num", c.numeric), ("dt", c.name == "ran in")) if on) for c in columns]
+    # The same cells as report.js writes (its draw()), so that sorting changes nothing else.
+    classes = [" ".join(k for k, on in (("num", c.numeric), ("dt", c.name == "ran in"), ("wide", c.wide)) if on)
+               for c in columns]
     body = []
     for cells, cls in rows[:_FIRST_PAGE]:
-        tds = "".join(f'<td class="{k}">{_e(v)}</td>' for k, v in zip(classes, cells))
+        tds = "".join(f'<td class="{k}" title="{_e(v)}">{_e(v)}</td>' if c.wide else f'<td class="{k}">{_e(v)}</td>'
+                      for c, k, v in zip(columns, classes, cells))
         body.append(f'<tr class="{cls}">{tds}</tr>')
-    data = {"columns": [[c.name, c.numeric] for c in columns], "rows": [[*cells, cls] for cells, cls in rows]}
-    script = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    # "<" only occurs in the JSON's strings: as \u003c no "</script" or "<!--" can end the element early.
+    script = json.dumps(compact_rows(columns, rows), separators=(",", ":")).replace("<", "\\u003c")
+    first = min(len(rows), _FIRST_PAGE)
+    shown = f"{first} of {len(rows)} rows" + (" (the rest with script)" if first < len(rows) else "")
     return (f'<section id="{name}"><h2>{_e(title)}</h2><p class="note">{note}</p>'
             f'<div class="tools"><input type="search" placeholder="filter: words in any column" aria-label="filter">'
-            f'<span class="count">{min(len(rows), _FIRST_PAGE)} of {len(rows)} rows</span>'
-            f'<button type="button"{"" if len(rows) > _FIRST_PAGE else " hidden"}>show more</button></div>'
+            f'<span class="count">{shown}</span></div>'
             f'<div class="scroll"><table class="rows" data-rows="{name}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div></section>',
             f'<script type="application/json" id="rows-{name}">{script}</script>')
+
+
+# Note [compact rows]: a table's rows are embedded once, by column: each column's distinct cell
+# texts ("values", in first-seen order) and, per row, the index of its text ("codes"), or the
+# same as runs ("runs": index, length, index, length, ...) where that is shorter, as for a
+# column sorted by module; a column of mostly distinct texts (max |out|) is its texts, one per row
+# ("texts"). The row classes are one more column after the named ones. A 100k-row table is a few
+# MB instead of its cells written out (most columns repeat a few texts); report.js decodes it,
+# draws only the rows in view, and sorts and filters by the distinct texts.
+def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str], str]]) -> dict[str, Any]:
+    cells = []
+    count = len(rows)
+    for texts in (*zip(*(r[0] for r in rows)), tuple(r[1] for r in rows)) if rows else [() for _ in range(len(columns) + 1)]:
+        values = list(dict.fromkeys(texts))  # first-seen order
+        if 2 * len(values) > count:
+            cells.append({"texts": list(texts)})
+            continue
+        if len(values) == 1:  # one text in every row
+            cells.append({"values": values, "runs": [0, count]})
+            continue
+        codes = list(map({v: i for i, v in enumerate(values)}.__getitem__, texts))
+        starts = [0, *itertools.compress(range(1, count), map(operator.ne, codes, itertools.islice(codes, 1, None)))]
+        if 2 * len(starts) < count:
+            runs = [x for start, end in zip(starts, [*starts[1:], count]) for x in (codes[start], end - start)]
+            cells.append({"values": values, "runs": runs})
+        else:
+            cells.append({"values": values, "codes": codes})
+    return {"columns": [[c.name, c.numeric, c.wide] for c in columns], "count": count, "cells": cells}
+
+
+def decode_rows(data: Mapping[str, Any]) -> list[list[str]]:
+    """The rows of compact_rows()'s table, as (cells..., class) lists: what report.js decodes (tests)."""
+    columns = []
+    for cell in data["cells"]:
+        if "texts" in cell:
+            columns.append(cell["texts"])
+            continue
+        if "codes" in cell:
+            codes = cell["codes"]
+        else:
+            codes = [code for i in range(0, len(cell["runs"]), 2) for code in [cell["runs"][i]] * cell["runs"][i + 1]]
+        columns.append([cell["values"][c] for c in codes])
+    return [list(row) for row in zip(*columns)] if data["count"] else []
 
 
 def row_class(row: Mapping[str, Any]) -> str:
@@ -174,10 +222,10 @@ def row_class(row: Mapping[str, Any]) -> str:
 
 # --- float16 headroom -----------------------------------------------------------------------------------
 
-def headroom_chart(places: Sequence[view.Place]) -> str:
+def headroom_chart(places: view.Headroom) -> str:
     """Inline SVG: each place's largest |output| against float16's 65504, on a log2 axis (headroom
     in bits: left of the dashed line is over the range). The places least inside come first."""
-    shown = list(places[:_CHART_PLACES])
+    shown = places.least[:CHART_PLACES]
     if not shown:
         return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">No output was measured: turn the '
                 "range record on (<code>autocastgen.stats(ranges=True)</code>, <code>autocastgen.record()</code>) or "
@@ -213,18 +261,28 @@ def headroom_chart(places: Sequence[view.Place]) -> str:
                      f'({p.bits:+.1f}){" moved" if p.moved else ""}</text></g>')
     parts.append(f'<line class="limit" x1="{x(0):.1f}" y1="{top - 2}" x2="{x(0):.1f}" y2="{top + row_h * len(shown)}"/>'
                  f'<text x="{x(0) + 4:.1f}" y="{top + row_h * len(shown) + 14}">65504</text></svg>')
-    moved = [p for p in places if p.moved]
-    advisor = ""
-    if moved:
-        advisor = ("<h3>Moved to float32 by the advisor</h3><ul>" + "".join(
-            f"<li><code>{_e(p.op)}</code> in <code>{_e(p.module or '<root>')}</code>: {_e(p.moved)}</li>" for p in moved)
-            + "</ul>")
-    rest = len(places) - len(shown)
+    rest = places.count - len(shown)
     return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">Each place\'s largest finite |output| '
             "against float16's largest value, 65504: bars left of the dashed line are over it (an op there overflows in "
             "float16), orange ones within 1 bit of it. Hover a bar for the figures."
-            + (f" The {rest} places with more headroom are in the tables." if rest > 0 else "") + "</p>"
-            + "".join(parts) + advisor + "</section>")
+            + (f" The {rest} places with more headroom are in the tables." if rest > 0 else "")
+            + (" The places the advisor moves to float32 are in the table below, with why." if places.moved else "")
+            + "</p>" + "".join(parts) + "</section>")
+
+
+MOVED_COLUMNS = (view.Column("module", False), view.Column("op", False), view.Column("rule", False),
+                 view.Column("max |out|", True), view.Column("f16 headroom", True, "log2(65504 / max |out|) in bits"),
+                 view.Column("why", False, "the advisor's reason: by ranges (this file's), or the Advice's", True))
+
+
+def moved_section(moved: Sequence[view.Place]) -> tuple[str, str]:
+    """The places the advisor moves to float32, least headroom first, with why: a table like the
+    per-op one (a 100k-row record can move thousands)."""
+    rows = [([p.module or "<root>", p.op, p.policy or "-", view.magnitude(p.max_abs), f"{p.bits:+.1f}", p.moved],
+             "bad" if p.bits < 0 else "") for p in moved]
+    return table("moved", "Moved to float32 by the advisor", f"{len(moved)} places: the range proposal of "
+                 "<code>autocastgen advise --dtype float16</code> for this record, or the places of the given "
+                 "<code>Advice</code>.", MOVED_COLUMNS, rows)
 
 
 # --- non-finite events ----------------------------------------------------------------------------------
@@ -251,7 +309,8 @@ def events_section(events: Sequence[view.Event], watched: bool) -> str:
 def diff_section(changes: Sequence[tuple[str, str, str, list[str], list[str]]], same: int, names: Sequence[str]) -> tuple[str, str]:
     columns = [view.Column("change", False), view.Column("module", False), view.Column("op", False)]
     for field in view.DIFF_FIELDS:
-        columns.append(view.Column(field, field not in ("policy", "ran in"), f"{names[0]} -> {names[1]}"))
+        columns.append(view.Column(field, field not in view.DIFF_TEXT, f"{names[0]} -> {names[1]}",
+                                   field == "fp8 skipped because"))
     rows = []
     for status, module, op, a, b in changes:
         cells = [status, module, op] + [x if x == y else f"{x} -> {y}" for x, y in zip(a, b)]

@@ -8,12 +8,12 @@ Numbers are formatted as ``autocastgen stats`` prints them (codegen/cli/verb_sta
 
 from __future__ import annotations
 
+import heapq
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from ..insight import _sum_rows
+from typing import Any, NamedTuple
 
 FLOAT16_MAX = 65504.0
 ADVISOR_MARGIN_BITS = 1.0  # autocastgen advise's default --margin-bits
@@ -70,14 +70,28 @@ def is_fp8(dtype: str) -> bool:
 
 
 def fp8_text(row: Mapping[str, Any]) -> str:
-    """fp8 rows: calls whose GEMM ran in float8, and those that fell back (docs/fp8.md, Statistics)."""
+    """fp8 rows: calls whose GEMM ran in float8, and those skipped (ran in the lower precision;
+    docs/fp8.md, Statistics)."""
     if row.get("policy") != "fp8":
         return "-"
     ran = sum(n for d, n in row["ran_in"].items() if is_fp8(d))
     return f"{ran} / {row['calls'] - ran}"
 
 
+def fp8_skipped_text(row: Mapping[str, Any]) -> str:
+    """Why fp8 calls ran in the lower precision (the row's ``fp8_skipped``): ``reason: calls``,
+    most calls first (the file's order on ties), ``; `` between them; "-" when none were skipped."""
+    skipped = row.get("fp8_skipped")
+    if not skipped:
+        return "-"
+    ordered = sorted(skipped.items(), key=lambda item: -item[1])
+    return "; ".join(f"{reason}: {calls}" for reason, calls in ordered)
+
+
 def dominant(ran_in: Mapping[str, int]) -> str:
+    if len(ran_in) == 1:
+        for dtype in ran_in:
+            return dtype
     return max(ran_in.items(), key=lambda item: item[1])[0] if ran_in else "none"
 
 
@@ -88,30 +102,45 @@ class Column:
     name: str
     numeric: bool
     title: str = ""
+    wide: bool = False  # long texts: cut to the column's width, whole in the cell's tooltip
 
 
 ROW_COLUMNS = (
     Column("calls", True), Column("ran in", False, "calls by the dtype the op ran in"),
     Column("casts", True), Column("cast bytes", True), Column("cache hit/miss/evict", True),
-    Column("fp8 / fell back", True, "fp8 rule: calls whose GEMM ran in float8 / fell back to the lower-precision dtype"),
+    Column("fp8 / skipped", True, "fp8 rule: calls whose GEMM ran in float8 / skipped (ran in the lower-precision dtype)"),
     Column("non-finite", True, "outputs with NaN or Inf ('-': not checked)"),
     Column("max |out|", True), Column("f16 headroom", True, "log2(65504 / max |out|) in bits; negative: over float16's range"),
     Column("f16 over", True, "share of output elements above 65504 (range record)"),
+    Column("fp8 skipped because", False, "why the skipped fp8 calls ran in the lower precision: reason: calls", True),
 )
 
 
 def row_cells(row: Mapping[str, Any]) -> list[str]:
     ranges = row.get("ranges")
+    big = row.get("output_max_abs")
+    fp8 = row.get("policy") == "fp8"
     return [str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]), str(row["cast_bytes"]),
-            cache_text(row), fp8_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
-            headroom_text(row.get("output_max_abs")),
-            share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-"]
+            cache_text(row), fp8_text(row) if fp8 else "-", nonfinite_text(row), magnitude(big), headroom_text(big),
+            share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-",
+            fp8_skipped_text(row) if fp8 else "-"]
+
+
+def _order(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The stats verb's order: non-finite first, least float16 headroom, most calls, op, rule, module."""
+    return (-r.get("nonfinite", 0), -(r.get("output_max_abs") or -1), -r["calls"], r["op"], r.get("policy", ""),
+            "module" in r, r.get("module", ""))
 
 
 def sort_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """As the stats verb: non-finite first, least float16 headroom, most calls, op, rule, module."""
-    return sorted(rows, key=lambda r: (-r.get("nonfinite", 0), -(r.get("output_max_abs") or -1), -r["calls"],
-                                       r["op"], r.get("policy", ""), "module" in r, r.get("module", "")))
+    return sorted(rows, key=_order)
+
+
+def by_module(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of ``stats --by module``: by module (rows outside every module last), each
+    module's in the order of sort_rows(); one sort."""
+    return sorted(rows, key=lambda r: ("module" in r, r.get("module", ""), *_order(r)))
 
 
 _SUMMED = ("calls", "casts", "cast_bytes", "cache_hits", "cache_misses", "cache_evictions", "compiled_calls",
@@ -130,6 +159,10 @@ def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
     big = row.get("output_max_abs")
     if big is not None and (into.get("output_max_abs") is None or big > into["output_max_abs"]):
         into["output_max_abs"] = big
+    if "fp8_skipped" in row:
+        mine = into.setdefault("fp8_skipped", {})
+        for reason, calls in row["fp8_skipped"].items():
+            mine[reason] = mine.get(reason, 0) + calls
     if "ranges" in row:
         mine = into.setdefault("ranges", {"output_elements": 0, "float16_overflow": 0})
         mine["output_elements"] += row["ranges"]["output_elements"]
@@ -196,7 +229,7 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
         if "module" not in row:
             continue
         found = True
-        node(row["module"]).rows.append(dict(row))
+        node(row["module"]).rows.append(row)  # not copied: nothing here changes a row
     if not found and model is None:
         return None
 
@@ -222,38 +255,54 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
 
 # --- float16 headroom per place -------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Place:
-    """An op in a module (or outside every module) with its largest finite |output|."""
+class Place(NamedTuple):
+    """An op in a module (or outside every module) with its largest finite |output|. A tuple, not
+    a dataclass: cheap to make (a large record moves thousands of places)."""
 
     module: str | None
     op: str
     policy: str
     max_abs: float
-    over: str  # share of output elements above 65504, "-" without ranges
+    bits: float  # float16 headroom: log2(65504 / max_abs), inf for 0
+    ranges: Mapping[str, Any] | None  # the row's, for over
     moved: str = ""  # why the advisor moves it to float32 ("" when it does not)
 
     @property
-    def bits(self) -> float:
-        return math.log2(FLOAT16_MAX / self.max_abs) if self.max_abs > 0 else math.inf
+    def over(self) -> str:
+        """The share of output elements above 65504, "-" without ranges."""
+        r = self.ranges
+        return share(r["float16_overflow"], r["output_elements"]) if r else "-"
 
 
-def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]:
+@dataclass(frozen=True)
+class Headroom:
+    """The places (module, op, rule) with a measured max |out|: those with the least float16
+    headroom, those the advisor moves, and how many there are."""
+
+    least: list[Place]  # the places with the least headroom, least first (as many as asked for)
+    moved: list[Place]  # every place the advisor moves to float32, least headroom first
+    over: int           # places over float16's range (headroom below 0)
+    count: int          # places in all
+
+
+def places(rows: Sequence[Mapping[str, Any]], advice: Any = None, keep: int = 40) -> Headroom:
     """Every (module, op, rule) with a measured max |out|, least headroom first, with the advisor's
     verdict: the range proposal that ``autocastgen advise --dtype float16`` makes from this file
     (a record: float32, ranges, modules; advisor.measure, the same code), and the places of an
-    ``Advice`` when one is given (validation included)."""
+    ``Advice`` when one is given (validation included). Only the ``keep`` with the least headroom
+    and the moved ones are made into Places (a 100k-row file has 100k places)."""
     reasons: dict[tuple[str, str], str] = {}
     record = [r for r in rows if "module" in r and "ranges" in r and r.get("policy") == "lower_precision_fp"]
     if record and all(not (set(r["ran_in"]) - {"float32", "float64"}) for r in record):
         from ..advisor import measure
 
-        for m in measure(record, "float16", ADVISOR_MARGIN_BITS):
+        for m in measure([r for r in record if _may_move(r["ranges"])], "float16", ADVISOR_MARGIN_BITS):
             if m.range_reason is not None:
                 reasons[(m.place.module, m.place.op)] = f"by ranges: {m.range_reason}"
     for moved in getattr(advice, "moved", ()):
         reasons[(moved.module, moved.op)] = f"by {moved.by}: {moved.reason}"
-    found = []
+    keyed = []
+    log2 = math.log2
     for row in rows:
         ranges = row.get("ranges")
         value = row.get("output_max_abs")
@@ -261,11 +310,35 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None) -> list[Place]
             value = ranges.get("output_max_abs")
         if value is None:
             continue
+        value = float(value)
         module = row.get("module")
-        found.append(Place(module, row["op"], row.get("policy", ""), float(value),
-                           share(ranges["float16_overflow"], ranges["output_elements"]) if ranges else "-",
-                           reasons.get((module, row["op"]), "") if module is not None else ""))
-    return sorted(found, key=lambda p: (p.bits, p.module or "", p.op, p.policy))
+        keyed.append((log2(FLOAT16_MAX / value) if value > 0 else math.inf, module or "", row["op"],
+                      row.get("policy", ""), module, value, ranges))
+    order = operator.itemgetter(0, 1, 2, 3)
+
+    def place(bits: float, _: str, op: str, policy: str, module: str | None, value: float,
+              ranges: Mapping[str, Any] | None) -> Place:
+        return Place(module, op, policy, value, bits, ranges, reasons.get((module, op), "") if module is not None else "")
+
+    moved = sorted((k for k in keyed if k[4] is not None and (k[4], k[2]) in reasons), key=order)
+    return Headroom([place(*k) for k in heapq.nsmallest(keep, keyed, key=order)], [place(*k) for k in moved],
+                    sum(1 for k in keyed if k[0] < 0), len(keyed))
+
+
+# Note [the advisor's candidates]: advisor.measure gives a place a range reason only when its
+# max |in| or |out| is within the margin of float16's largest value, some of its output elements
+# are over the range, or a share of them under float16's smallest subnormal. A record has one row
+# per place (the reader refuses an (op, rule, module) listed twice), so the rows that can meet
+# none of these are left out before measuring (a 100k-row record has few candidates); the bound
+# is one bit wider than the margin, so rounding cannot drop a place.
+_CANDIDATE = FLOAT16_MAX / 2.0 ** (ADVISOR_MARGIN_BITS + 1)
+
+
+def _may_move(ranges: Mapping[str, Any]) -> bool:
+    if ranges.get("float16_overflow") or ranges.get("float16_underflow"):
+        return True
+    big_in, big_out = ranges.get("input_max_abs"), ranges.get("output_max_abs")
+    return (big_in is not None and big_in >= _CANDIDATE) or (big_out is not None and big_out >= _CANDIDATE)
 
 
 # --- non-finite events -----------------------------------------------------------------------------
@@ -294,15 +367,17 @@ def events(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
 
 # --- two files ---------------------------------------------------------------------------------------
 
-DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "non-finite", "max |out|", "f16 headroom")
+DIFF_FIELDS = ("policy", "calls", "ran in", "casts", "cast bytes", "fp8 / skipped", "non-finite", "max |out|",
+               "f16 headroom", "fp8 skipped because")
+DIFF_TEXT = ("policy", "ran in", "fp8 skipped because")  # the fields that are not numbers
 
 
 def _diff_cells(row: Mapping[str, Any] | None) -> list[str]:
     if row is None:
         return ["-"] * len(DIFF_FIELDS)
     return [row.get("policy", "") or "-", str(row["calls"]), ran_in_text(row["ran_in"]), str(row["casts"]),
-            str(row["cast_bytes"]), nonfinite_text(row), magnitude(row.get("output_max_abs")),
-            headroom_text(row.get("output_max_abs"))]
+            str(row["cast_bytes"]), fp8_text(row), nonfinite_text(row), magnitude(row.get("output_max_abs")),
+            headroom_text(row.get("output_max_abs")), fp8_skipped_text(row)]
 
 
 def diff(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str, str, list[str], list[str]]], int]:
@@ -313,12 +388,14 @@ def diff(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> tupl
         out: dict[tuple[str, str], dict[str, Any]] = {}
         for row in rows:
             key = (module_text(row), row["op"])
-            if key in out:
-                merged = _sum_rows(out[key], dict(row))
-                merged["policy"] = " + ".join(sorted({out[key].get("policy", ""), row.get("policy", "")}))
-                out[key] = merged
+            into = out.get(key)
+            if into is None:
+                into = out[key] = {"op": row["op"], "ran_in": {}, "output_max_abs": None}
+                if "policy" in row:
+                    into["policy"] = row["policy"]
             else:
-                out[key] = dict(row)
+                into["policy"] = " + ".join(sorted({into.get("policy", ""), row.get("policy", "")}))
+            _add(into, row)
         return out
 
     left, right = keyed(a), keyed(b)

@@ -242,17 +242,6 @@ class StatsReader {
         op.ranges = r;
       }
     }
-    // fp8 calls that ran in the lower precision, counted by why (docs/fp8.md, Statistics): checked, not shown.
-    if (const YamlNode* skipped = item.find("fp8_skipped")) {
-      if (!skipped->is_mapping()) {
-        ok = error(*skipped, fmt::format("'fp8_skipped' must be an object of reason to calls, found {}", skipped->describe_json()));
-      } else {
-        for (const auto& [reason, calls] : skipped->pairs()) {
-          uint64_t value = 0;
-          if (!integer(calls, fmt::format("'fp8_skipped' of '{}'", reason.scalar()), value)) ok = false;
-        }
-      }
-    }
     if (!ok) return std::nullopt;
     return op;
   }

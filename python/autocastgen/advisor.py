@@ -810,7 +810,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", help="the device the record was taken on (checked against the base's)")
     parser.add_argument("-o", "--output", required=True, help="the policy to write")
     options = parser.parse_args(argv)
-    from .policy import PolicyError, clear_runtime_policies, load_policy
+    from .policy import clear_runtime_policies, load_policy
 
     out = Path(options.output)
     if (options.record is None) == (options.fp8 is None):
@@ -819,7 +819,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main_fp8(options, out)
     if options.dtype is None:
         parser.error("--dtype is required with a RECORD")
-    try:
+
+    def from_record() -> Advice:
         advice = advise_record(options.record, options.policy, options.dtype, options.margin_bits, options.device)
         text = _policy_text(advice, _relative_base(advice.base, out))
         # Written only when it loads: checked where it will live (its extends: is relative).
@@ -834,6 +835,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             clear_runtime_policies()
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary.name)
+        return advice
+
+    return _reported(from_record, options)
+
+
+def _reported(make: Callable[[], Advice], options: argparse.Namespace) -> int:
+    """Runs one advise verb's work and reports it: the advice and where it was written, or the error
+    (exit 1, nothing written)."""
+    from .policy import PolicyError
+
+    try:
+        advice = make()
     except AdviseError as error:
         print(f"autocastgen: error: {error}", file=sys.stderr)
         return 1
@@ -848,9 +861,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main_fp8(options: argparse.Namespace, out: Path) -> int:
     import runpy
 
-    from .policy import PolicyError
-
-    try:
+    def from_script() -> Advice:
         script = runpy.run_path(options.fp8, run_name="__autocastgen_advise__")
         if "model" not in script or "inputs" not in script:
             raise AdviseError(f"{options.fp8}: define the globals `model` and `inputs` (what model(inputs) runs)")
@@ -859,15 +870,9 @@ def _main_fp8(options: argparse.Namespace, out: Path) -> int:
         if options.device is not None and options.device != _device_of(script["model"], *_split_inputs(script["inputs"])):
             raise AdviseError(f"--device {options.device}: the model runs on another device")
         advice.write(out)
-    except AdviseError as error:
-        print(f"autocastgen: error: {error}", file=sys.stderr)
-        return 1
-    except PolicyError as error:
-        print(f"{error}\nautocastgen: error: the base policy has errors; no advice written", file=sys.stderr)
-        return 1
-    print(advice.report())
-    print(f"wrote {options.output}")
-    return 0
+        return advice
+
+    return _reported(from_script, options)
 
 
 if __name__ == "__main__":

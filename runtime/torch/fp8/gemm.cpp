@@ -310,16 +310,8 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
                       : scaled_gemm(a8.t(), inv_a, qg.data, inv_g, std::nullopt, b_dtype, false, options);
     }
     if (d.at("add").toBool() && ctx->needs_input_grad(2)) {
-      const auto add_dtype = static_cast<c10::ScalarType>(d.at("add_dtype").toInt());
-      const std::vector<std::int64_t> add_sizes = d.at("add_sizes").toIntVector();
-      if (beta == 1.0 && add_sizes == std::vector<std::int64_t>{n}) {
-        // A bias: summed in float32 as it is read, without a float32 copy of the gradient.
-        grad_add = g2.sum(0, false, c10::ScalarType::Float).to(add_dtype);
-      } else {
-        at::Tensor gf = g2.to(c10::ScalarType::Float);
-        if (beta != 1.0) gf = gf * beta;
-        grad_add = at::sum_to(gf, add_sizes).to(add_dtype);
-      }
+      grad_add = detail::addend_gradient(g2, beta, d.at("add_sizes").toIntVector(),
+                                         static_cast<c10::ScalarType>(d.at("add_dtype").toInt()));
     }
     return {grad_a, grad_b, grad_add, at::Tensor()};
   }

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
@@ -168,6 +169,15 @@ Quantized quantize_forward_operand(const at::Tensor& t, const Recipe& recipe, co
 
 Quantized quantize_gradient(const at::Tensor& g, const Recipe& recipe, const CallOptions& options) {
   return current_operand(g, recipe.backward_dtype, recipe.margin, options);
+}
+
+at::Tensor addend_gradient(const at::Tensor& g2, double beta, const std::vector<std::int64_t>& sizes,
+                           c10::ScalarType dtype) {
+  if (beta == 1.0 && sizes == std::vector<std::int64_t>{g2.size(-1)})
+    return g2.sum(0, false, c10::ScalarType::Float).to(dtype);
+  at::Tensor gf = g2.to(c10::ScalarType::Float);
+  if (beta != 1.0) gf = gf * beta;
+  return at::sum_to(gf, sizes).to(dtype);
 }
 
 }  // namespace autocastgen::fp8::detail

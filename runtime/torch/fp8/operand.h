@@ -1,7 +1,9 @@
 // GEMM operands to fp8 (internal): which are weights, which scaling each gets, eager or traced.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -33,6 +35,12 @@ namespace autocastgen::fp8::detail {
 // (Note [fp8 under tensor parallel] in gemm.cpp). Its operands go through the dispatcher ops, whose
 // subclass rules (autocastgen.distributed for DTensor) quantise the local shards.
 [[nodiscard]] bool eager_subclass(const at::Tensor& t);
+
+// The gradient of addmm's `self` (beta * self + ...) from the output's gradient g2 [M, N], in
+// `dtype` with `sizes` (self's); a bias (beta 1, N elements) is summed in float32 as it is read,
+// without a float32 copy of the gradient.
+[[nodiscard]] at::Tensor addend_gradient(const at::Tensor& g2, double beta, const std::vector<std::int64_t>& sizes,
+                                         c10::ScalarType dtype);
 
 // The Autograd kernel of the ops without a gradient (Note [non-differentiable ops]).
 void below_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet keys, ::torch::jit::Stack* stack);

@@ -64,8 +64,9 @@ namespace autocastgen::fp8 {
 
 namespace {
 
-constexpr Support yes() { return {true, ""}; }
-constexpr Support no(const char* reason) { return {false, reason}; }
+// (Not yes()/no() as in gemm.cpp: the release-matrix header check compiles every source as one unit.)
+constexpr Support chosen() { return {true, ""}; }
+constexpr Support skipped(const char* reason) { return {false, reason}; }
 
 constexpr std::int64_t kCudaThreshold = 4096;
 
@@ -293,7 +294,7 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
   {
     const std::lock_guard<std::mutex> lock(t.mutex);
     if (const auto it = t.decided.find(key); it != t.decided.end())
-      return it->second.fp8 ? yes() : no("measured: the lower precision was faster");
+      return it->second.fp8 ? chosen() : skipped("measured: the lower precision was faster");
   }
   const std::lock_guard<std::mutex> measuring(t.measuring);
   const std::string file = measured_cache_file(device);
@@ -301,7 +302,7 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
   {
     const std::lock_guard<std::mutex> lock(t.mutex);
     if (const auto it = t.decided.find(key); it != t.decided.end())  // another thread measured it meanwhile
-      return it->second.fp8 ? yes() : no("measured: the lower precision was faster");
+      return it->second.fp8 ? chosen() : skipped("measured: the lower precision was faster");
     auto [rows, inserted] = t.files.try_emplace(file);
     if (inserted) rows->second = read_file(file);
     if (const auto row = rows->second.find(key); row != rows->second.end()) known = row->second;
@@ -318,27 +319,27 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
     rows[key] = agreed;
     write_file(file, rows);
   }
-  return choice.fp8 ? yes() : no("measured: the lower precision was faster");
+  return choice.fp8 ? chosen() : skipped("measured: the lower precision was faster");
 }
 
 }  // namespace
 
 Support auto_rule(c10::DeviceType device, Granularity granularity, const GemmShape& shape) {
-  if (device == c10::DeviceType::CPU) return no("auto: fp8 is slower than the lower precision on CPUs");
-  if (device != c10::DeviceType::CUDA) return no("auto: no rule for this device (select: measured times it)");
-  if (granularity != Granularity::Tensorwise) return no("auto: rowwise scaling is slower than bfloat16 on CUDA");
+  if (device == c10::DeviceType::CPU) return skipped("auto: fp8 is slower than the lower precision on CPUs");
+  if (device != c10::DeviceType::CUDA) return skipped("auto: no rule for this device (select: measured times it)");
+  if (granularity != Granularity::Tensorwise) return skipped("auto: rowwise scaling is slower than bfloat16 on CUDA");
   if (shape.m < kCudaThreshold || shape.k < kCudaThreshold || shape.n < kCudaThreshold)
-    return no("auto: M, K or N below 4096 (fp8 does not pay on CUDA there)");
-  return yes();
+    return skipped("auto: M, K or N below 4096 (fp8 does not pay on CUDA there)");
+  return chosen();
 }
 
 Support select_gemm(const Recipe& recipe, c10::Device device, c10::ScalarType lower, const GemmShape& shape) {
   switch (recipe.select) {
-    case Select::All: return yes();
+    case Select::All: return chosen();
     case Select::Auto: return auto_rule(device.type(), recipe.granularity, shape);
     case Select::Measured: return measured(recipe, device, lower, shape);
   }
-  return yes();
+  return chosen();
 }
 
 std::vector<MeasuredChoice> measured_choices() {

@@ -36,7 +36,16 @@ def _step(layer, x):
     return y.detach(), layer.weight.grad
 
 
-def agree_part(rank: int, world: int, folder: str, one_file: bool) -> None:
+def agree_part(rank: int, world: int, folder: str) -> None:
+    """Both cases in one spawn of the ranks: the ranks measure; then rank 1 reads its file."""
+    import autocastgen
+
+    for one_file in (False, True):
+        autocastgen.forget_fp8_selections()
+        _agree_case(rank, world, os.path.join(folder, f"case{int(one_file)}"), one_file)
+
+
+def _agree_case(rank: int, world: int, folder: str, one_file: bool) -> None:
     import autocastgen
 
     cache = os.path.join(folder, f"rank{rank}")
@@ -51,7 +60,7 @@ def agree_part(rank: int, world: int, folder: str, one_file: bool) -> None:
         # and still agrees with rank 0, which measures.
         os.makedirs(cache, exist_ok=True)
         name = os.path.basename(autocastgen.fp8_selection_file("cpu"))
-        key = f"cpu|tensorwise|BFloat16|M32|K64|N48|backward"
+        key = "cpu|tensorwise|BFloat16|M32|K64|N48|backward"
         with open(os.path.join(cache, name), "w") as f:
             f.write(f"{key}\t3\t1\n")
     autocastgen.load_policy(POLICY)
@@ -66,11 +75,6 @@ def agree_part(rank: int, world: int, folder: str, one_file: bool) -> None:
     autocastgen.clear_runtime_policies()
 
 
-def test_ranks_take_the_same_measured_decision():
+def test_ranks_take_the_same_measured_decision_also_when_one_read_its_file():
     with tempfile.TemporaryDirectory() as folder:
-        dist_harness.run_ranks(agree_part, folder, False, timeout=90)
-
-
-def test_a_rank_that_read_its_file_still_agrees():
-    with tempfile.TemporaryDirectory() as folder:
-        dist_harness.run_ranks(agree_part, folder, True, timeout=90)
+        dist_harness.run_ranks(agree_part, folder, timeout=90)

@@ -29,7 +29,8 @@ CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastge
 pytestmark = [
     pytest.mark.skipif(not (RUNTIME.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
                        reason="the build's runtime or Python package is missing (set AUTOCASTGEN_BUILD_DIR)"),
-    pytest.mark.skipif(not hasattr(torch, "_scaled_mm"), reason="this PyTorch has no _scaled_mm"),
+    pytest.mark.skipif(not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"),
+                       reason=f"torch {torch.__version__} has no CPU _scaled_mm kernel (2.4, 2.7)"),
 ]
 
 HEADER = "autocast: {device: cpu, lower_precision: [bfloat16], fp8: {scaling: current}}\n"

@@ -191,30 +191,10 @@ class StatsReader {
       else ok = error(*module, fmt::format("'module' must be a module path string, found {}", module->describe_json()));
     }
     ok = count(item, "calls", op.calls, true) && ok;
-    if (const YamlNode* ran_in = required(item, "ran_in")) {
-      if (!ran_in->is_mapping()) {
-        ok = error(*ran_in, fmt::format("'ran_in' must be an object of dtype name to calls, found {}", ran_in->describe_json()));
-      } else {
-        for (const auto& [dtype, calls] : ran_in->pairs()) {
-          uint64_t value = 0;
-          if (!integer(calls, fmt::format("'ran_in' of '{}'", dtype.scalar()), value)) ok = false;
-          else op.ran_in[dtype.scalar()] += value;
-        }
-      }
-    } else {
-      ok = false;
-    }
-    if (const YamlNode* skipped = item.find("fp8_skipped")) {
-      if (!skipped->is_mapping()) {
-        ok = error(*skipped, fmt::format("'fp8_skipped' must be an object of reason to calls, found {}", skipped->describe_json()));
-      } else {
-        for (const auto& [reason, calls] : skipped->pairs()) {
-          uint64_t value = 0;
-          if (!integer(calls, fmt::format("'fp8_skipped' of '{}'", reason.scalar()), value)) ok = false;
-          else op.fp8_skipped[reason.scalar()] += value;
-        }
-      }
-    }
+    if (const YamlNode* ran_in = required(item, "ran_in")) ok = calls_by_name(*ran_in, "ran_in", "dtype name", op.ran_in) && ok;
+    else ok = false;
+    if (const YamlNode* skipped = item.find("fp8_skipped"))
+      ok = calls_by_name(*skipped, "fp8_skipped", "reason", op.fp8_skipped) && ok;
     ok = count(item, "casts", op.casts, true) && ok;
     ok = count(item, "cast_bytes", op.cast_bytes, true) && ok;
     ok = count(item, "cache_hits", op.cache_hits, true) && ok;
@@ -244,6 +224,20 @@ class StatsReader {
     }
     if (!ok) return std::nullopt;
     return op;
+  }
+
+  // An object of name (a dtype, a reason) to a call count, added into `out`: `ran_in`, `fp8_skipped`.
+  bool calls_by_name(const YamlNode& node, std::string_view key, std::string_view what,
+                     std::map<std::string, uint64_t>& out) {
+    if (!node.is_mapping())
+      return error(node, fmt::format("'{}' must be an object of {} to calls, found {}", key, what, node.describe_json()));
+    bool ok = true;
+    for (const auto& [name, calls] : node.pairs()) {
+      uint64_t value = 0;
+      if (!integer(calls, fmt::format("'{}' of '{}'", key, name.scalar()), value)) ok = false;
+      else out[name.scalar()] += value;
+    }
+    return ok;
   }
 
   // An optional member holding a finite number >= 0, or null (not measured).

@@ -49,7 +49,7 @@ def ran_in_text(ran_in: Mapping[str, int]) -> str:
 
 
 def cache_text(row: Mapping[str, Any]) -> str:
-    # Note [compiled calls] in runtime/torch/insight/stats.cpp: compiled calls' cache use is unknown.
+    # Note [compiled calls] in runtime/torch/insight/stats_json.cpp: compiled calls' cache use is unknown.
     hits = f"{row.get('cache_hits', 0)}/{row.get('cache_misses', 0)}/{row.get('cache_evictions', 0)}"
     compiled = row.get("compiled_calls", 0)
     if not compiled:
@@ -355,7 +355,7 @@ class Event:
 
 def events(rows: Iterable[Mapping[str, Any]]) -> list[Event]:
     """Rows with non-finite outputs, most first, with the first event's user line and message
-    (Note [events in the file] in runtime/torch/insight/stats.cpp; present when the watch was on)."""
+    (Note [events in the file] in runtime/torch/insight/stats_table.h; present when the watch was on)."""
     found = []
     for row in rows:
         if row.get("nonfinite", 0) > 0:

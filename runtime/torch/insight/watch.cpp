@@ -147,7 +147,7 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
   const bool first = state.first.empty();
   const bool warn = mode == FiniteMode::warn && state.warned.insert(site.op).second;
   lock.unlock();  // the user's line takes the GIL: never while holding our lock
-  // Note [events in the file] in stats.cpp: each row keeps its first event too.
+  // Note [events in the file] in stats_table.h: each row keeps its first event too.
   const uint32_t module = t_traced_module >= 0 ? static_cast<uint32_t>(t_traced_module) : modules::current_path_id();
   const bool row_first = detail::wants_event(site.op, policy, module);
   if (!first && !warn && !row_first && mode != FiniteMode::raise) return;

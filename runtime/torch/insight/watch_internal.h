@@ -16,7 +16,7 @@ std::string dtype_name(c10::ScalarType dtype);
 // Forgets the first non-finite event and which ops have warned (reset()).
 void reset_watch_events();
 
-// Note [events in the file] in stats.cpp: whether the row (op, policy, module) has no non-finite
+// Note [events in the file] in stats_table.h: whether the row (op, policy, module) has no non-finite
 // event yet in the process's table or in an open block's, and keeping one there.
 bool wants_event(const char* op, Policy policy, uint32_t module);
 void record_event(const char* op, Policy policy, uint32_t module, const std::string& message, const std::string& line);

@@ -101,7 +101,7 @@ namespace autocastgen::stats::detail {
 // (kept and ordered by AOTAutograd and Inductor); observe_traced is marked side-effectful only
 // (kept, and run once its tensors exist): Inductor (PyTorch 2.15) frees a buffer that an
 // effectful op reads before the kernels that still read it, which broke the generated code. Their calls count as compiled_calls: the cast cache's fields are
-// not known for them (Note [compiled calls] in stats.cpp). With everything off nothing is emitted,
+// not known for them (Note [compiled calls] in insight/stats_json.cpp). With everything off nothing is emitted,
 // and the guard of Note [reads while tracing] includes the switch word, so turning any of them on
 // traces again at the next call. Records live for the process (one per traced driver call).
 struct TracedCall {

@@ -171,28 +171,37 @@ def main():
         print(f"models_step.py: {LIBRARY} is missing (build autocastgen_torch_cuda)", file=sys.stderr)
         return 2
     samples = {kind: {} for kind in ("pytorch", "generated")}
-    result = {"rows": [], "exact": None}
+    result = {"rows": [], "exact": None, "rounds_done": 0}
+
+    def summarise():
+        """The rows from the rounds so far, written out (a phase cut by its time limit keeps them)."""
+        result["rows"] = []
+        for name in args.models.split(","):
+            theirs, ours = samples["pytorch"].get(name), samples["generated"].get(name)
+            if theirs and ours:
+                row = {"model": name, "pytorch_ms": statistics.median(theirs), "generated_ms": statistics.median(ours)}
+                row["ratio"] = row["generated_ms"] / row["pytorch_ms"]
+                row["met"] = row["ratio"] <= 1.02
+                result["rows"].append(row)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+
     for _ in range(args.rounds):
         for kind in ("pytorch", "generated"):
             for name, entry in spawn(args, kind).items():
                 samples[kind].setdefault(name, []).extend(entry.get("ms", []))
                 if "skipped" in entry:
                     result.setdefault("skipped", {})[name] = entry["skipped"]
-    for name in args.models.split(","):
-        theirs, ours = samples["pytorch"].get(name), samples["generated"].get(name)
-        if theirs and ours:
-            row = {"model": name, "pytorch_ms": statistics.median(theirs), "generated_ms": statistics.median(ours)}
-            row["ratio"] = row["generated_ms"] / row["pytorch_ms"]
-            row["met"] = row["ratio"] <= 1.02
-            result["rows"].append(row)
-            print(json.dumps(row), flush=True)
+        result["rounds_done"] += 1
+        summarise()
+    for row in result["rows"]:
+        print(json.dumps(row), flush=True)
     if not args.no_exact:
         runs = [spawn(args, kind, exact=True) for kind in ("pytorch", "pytorch", "generated")]
         result["exact"] = {"control_equal": runs[0] == runs[1], "generated_equal": runs[0] == runs[2],
                            "runs": runs}
         print(json.dumps(result["exact"]), flush=True)
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+        summarise()
     return 0
 
 

@@ -29,6 +29,7 @@
 // Everything is matched on the macro-expanded AST, never on the text.
 #include "import/importer.h"
 #include "import/cast_values.h"
+#include "import/clang_support.h"
 #include "import/compile_command.h"
 #include "import/plugin.h"
 
@@ -78,6 +79,15 @@ namespace autocastgen::import {
 namespace fs = std::filesystem;
 namespace am = clang::ast_matchers;
 using policy::PolicyKind;
+using detail::calls_in;
+using detail::enumerator_name;
+using detail::first_string_literal;
+using detail::ForwardingConsumer;
+using detail::LocationMapper;
+using detail::named;
+using detail::qualified_enum_name;
+using detail::qualified_name;
+using detail::strip;
 
 namespace {
 
@@ -112,71 +122,6 @@ std::optional<fs::path> runtime_include() {
   if (!source.empty() && fs::exists(source / "autocastgen" / "torch" / "policy_call.h", ec)) return source;
   return std::nullopt;
 }
-
-// ---------------------------------------------------------------------------------------------
-// Clang locations -> ours.
-
-class LocationMapper {
- public:
-  explicit LocationMapper(SourceManager& sources) : sources_(sources) {}
-
-  void add_known(const fs::path& path, uint32_t file) { by_path_.emplace(canonical(path), file); }
-
-  SourceLocation map(const clang::SourceManager& sm, clang::SourceLocation loc, const fs::path& directory) {
-    if (loc.isInvalid()) return {};
-    loc = sm.getFileLoc(loc);
-    const clang::FileEntry* entry = sm.getFileEntryForID(sm.getFileID(loc));
-    if (!entry) return {};
-    fs::path path = entry->getName().str();
-    if (path.is_relative()) path = directory / path;
-    const std::string key = canonical(path);
-    auto it = by_path_.find(key);
-    if (it == by_path_.end()) {
-      std::string error;
-      std::optional<uint32_t> file = sources_.add_file(path, error);
-      if (!file) return {};
-      it = by_path_.emplace(key, *file).first;
-    }
-    return {it->second, sm.getFileOffset(loc)};
-  }
-
-  // The length of the token at `loc` (for carets), 1 when it is not in a file.
-  static uint32_t token_length(const clang::SourceManager& sm, clang::SourceLocation loc, const clang::LangOptions& lang) {
-    if (loc.isInvalid() || loc.isMacroID()) return 1;
-    return std::max(1u, clang::Lexer::MeasureTokenLength(loc, sm, lang));
-  }
-
- private:
-  static std::string canonical(const fs::path& path) {
-    std::error_code ec;
-    const fs::path c = fs::weakly_canonical(path, ec);
-    return ec ? path.lexically_normal().string() : c.string();
-  }
-  SourceManager& sources_;
-  std::map<std::string, uint32_t> by_path_;
-};
-
-// Forwards Clang's errors to our engine (file:line:col, source line, caret); warnings are dropped.
-class ForwardingConsumer : public clang::DiagnosticConsumer {
- public:
-  ForwardingConsumer(LocationMapper& mapper, DiagnosticEngine& diags) : mapper_(mapper), diags_(diags) {}
-  void set_directory(fs::path directory) { directory_ = std::move(directory); }
-
-  void HandleDiagnostic(clang::DiagnosticsEngine::Level level, const clang::Diagnostic& info) override {
-    clang::DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < clang::DiagnosticsEngine::Error) return;
-    llvm::SmallString<256> text;
-    info.FormatDiagnostic(text);
-    SourceLocation where;
-    if (info.hasSourceManager()) where = mapper_.map(info.getSourceManager(), info.getLocation(), directory_);
-    diags_.error(where, std::string(text.str()));
-  }
-
- private:
-  LocationMapper& mapper_;
-  DiagnosticEngine& diags_;
-  fs::path directory_;
-};
 
 // ---------------------------------------------------------------------------------------------
 // What one translation unit registers (plain data: it outlives the AST).
@@ -233,53 +178,6 @@ struct FoundBlock {
   size_t fallthroughs = 0;  // m.impl(name, makeFallthrough())
 };
 
-const clang::Expr* strip(const clang::Expr* e) {
-  while (e) {
-    const clang::Expr* next = e->IgnoreImplicit()->IgnoreParens();
-    if (const auto* cast = llvm::dyn_cast<clang::CXXFunctionalCastExpr>(next)) next = cast->getSubExpr();
-    else if (const auto* temp = llvm::dyn_cast<clang::MaterializeTemporaryExpr>(next)) next = temp->getSubExpr();
-    else if (const auto* bind = llvm::dyn_cast<clang::CXXBindTemporaryExpr>(next)) next = bind->getSubExpr();
-    else if (const auto* cleanups = llvm::dyn_cast<clang::ExprWithCleanups>(next)) next = cleanups->getSubExpr();
-    if (next == e) return e;
-    e = next;
-  }
-  return e;
-}
-
-const clang::StringLiteral* first_string_literal(const clang::Stmt* s) {
-  if (!s) return nullptr;
-  if (const auto* literal = llvm::dyn_cast<clang::StringLiteral>(s)) return literal;
-  for (const clang::Stmt* child : s->children())
-    if (const clang::StringLiteral* found = first_string_literal(child)) return found;
-  return nullptr;
-}
-
-std::string enumerator_name(const clang::QualType type, const llvm::APSInt& value, const std::set<std::string>* prefer = nullptr) {
-  const auto* enum_type = type->getAs<clang::EnumType>();
-  if (!enum_type) return {};
-  std::string first;
-  for (const clang::EnumConstantDecl* c : enum_type->getDecl()->enumerators()) {
-    if (!llvm::APSInt::isSameValue(c->getInitVal(), value)) continue;
-    const std::string name = c->getNameAsString();
-    if (!prefer || prefer->count(name)) return name;
-    if (first.empty()) first = name;
-  }
-  return prefer ? std::string() : first;
-}
-
-std::string qualified_enum_name(const clang::QualType type) {
-  const auto* enum_type = type->getAs<clang::EnumType>();
-  return enum_type ? enum_type->getDecl()->getQualifiedNameAsString() : std::string();
-}
-
-std::string qualified_name(const clang::FunctionDecl* f) { return f ? f->getQualifiedNameAsString() : std::string(); }
-
-// Is `decl` named by the plain identifier `name`? Operators (`operator[]`, `operator+=`),
-// constructors and conversions have no identifier, and asking them for one asserts in Clang.
-bool named(const clang::NamedDecl* decl, llvm::StringRef name) {
-  return decl && decl->getDeclName().isIdentifier() && decl->getName() == name;
-}
-
 // `X` when `f` is at::_ops::X::call or ::redispatch.
 std::string ops_struct(const clang::FunctionDecl* f) {
   const auto* method = llvm::dyn_cast_or_null<clang::CXXMethodDecl>(f);
@@ -290,14 +188,6 @@ std::string ops_struct(const clang::FunctionDecl* f) {
   const auto* at = llvm::dyn_cast<clang::NamespaceDecl>(ops->getDeclContext());
   if (!named(at, "at")) return {};
   return record->getNameAsString();
-}
-
-std::vector<const clang::CallExpr*> calls_in(const clang::Stmt* body, clang::ASTContext& ctx) {
-  std::vector<const clang::CallExpr*> out;
-  if (!body) return out;
-  for (const am::BoundNodes& node : am::match(am::findAll(am::callExpr().bind("call")), *body, ctx))
-    out.push_back(node.getNodeAs<clang::CallExpr>("call"));
-  return out;
 }
 
 // The at::_ops structs a function body calls, distinct, in order.

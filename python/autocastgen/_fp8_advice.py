@@ -12,7 +12,7 @@ Note [fp8 places]: how the advisor proposes where the fp8 list applies.
   every candidate, the two alternating, ``repeats`` times; a place's time is its minimum over the
   repeats. A place improves when its fp8 time is below its lower-precision time.
 - *Validation*: a place that improves runs with fp8 there alone and must pass the advisor's
-  check against the float32 run (Note [default tolerance] in advisor.py, or ``validate=``).
+  check against the float32 run (Note [default tolerance] in _advice_run.py, or ``validate=``).
 - *Together*: the places kept so far run together; while that fails, the kept place with the
   smallest measured gain (lower-precision time / fp8 time) is dropped, and its reason says so.
 - The decision is :func:`decide` (pure: timings and validations in, places out), tested alone

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ._advice_policy import _quote, _relative_base
+
 GEMM_OPS = ("aten::linear", "aten::mm", "aten::addmm")
 FP8_DTYPE = "float8_e4m3fn"
 RECIPE = "{scaling: current, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2}"
@@ -127,8 +129,7 @@ class Fp8Advice:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         out = Path(path)
-        relative = Path(os.path.relpath(Path(self.base).resolve(), out.resolve().parent)).as_posix()
-        out.write_text(policy_text(self, relative), encoding="utf-8")
+        out.write_text(policy_text(self, _relative_base(self.base, out)), encoding="utf-8")
         return out
 
     def report(self) -> str:
@@ -141,12 +142,6 @@ class Fp8Advice:
 
     def __str__(self) -> str:
         return self.report()
-
-
-def _quote(text: str) -> str:
-    import json
-
-    return json.dumps(text)
 
 
 def policy_text(advice: Fp8Advice, extends: str, places: Iterable[Fp8Place] | None = None) -> str:

@@ -348,7 +348,3 @@ def _main_fp8(options: argparse.Namespace, out: Path) -> int:
         return advice
 
     return _reported(from_script, options)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
 // `autocastgen advise RECORD.json --policy BASE.yaml --dtype float16|bfloat16 [--margin-bits N] -o OUT.yaml`:
 // the policy advisor's range proposal from a record file (docs/advise.md). The proposal, the
-// search and the policy writer exist once, in the Python package (autocastgen/advisor.py); this
-// verb runs `python -m autocastgen.advise` from the package beside the CLI (Note [advise runs the
-// package] below).
+// search and the policy writer exist once, in the Python package (autocastgen/advisor.py and its
+// _advice_*.py parts); this verb runs `python -m autocastgen.advise` from the package beside the
+// CLI (Note [advise runs the package] below).
 #include <memory>
 #include <string>
 #include <vector>

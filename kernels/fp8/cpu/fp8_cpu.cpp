@@ -53,20 +53,22 @@ const Fp8SpanKernels& baseline_fp8_span_kernels() {
   return kernels;
 }
 
+const Fp8SpanKernels& fp8_span_kernels_for(CpuIsa isa, const char* who) {
+  if (isa == CpuIsa::Auto) isa = best_cpu_isa();
+  if (isa == CpuIsa::Avx2) {
+#if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
+    if (best_cpu_isa() == CpuIsa::Avx2) return avx2_fp8_span_kernels();
+#endif
+    throw_invalid_argument(std::string(who) + ": CpuIsa::Avx2 was requested but this CPU (or this build) has no AVX2+FMA+F16C");
+  }
+  return baseline_fp8_span_kernels();
+}
+
 }  // namespace detail
 
 namespace {
 
-const detail::Fp8SpanKernels& fp8_kernels_for(CpuIsa isa, const char* who) {
-  if (isa == CpuIsa::Auto) isa = best_cpu_isa();
-  if (isa == CpuIsa::Avx2) {
-#if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
-    if (best_cpu_isa() == CpuIsa::Avx2) return detail::avx2_fp8_span_kernels();
-#endif
-    throw_invalid_argument(std::string(who) + ": CpuIsa::Avx2 was requested but this CPU (or this build) has no AVX2+FMA+F16C");
-  }
-  return detail::baseline_fp8_span_kernels();
-}
+using detail::fp8_span_kernels_for;
 
 // Runs body(begin, end) over pieces of [0, n) on the executor's workers and returns the largest
 // value a piece returned (amax bits; 0 when no piece records one).
@@ -99,7 +101,7 @@ float cast_impl(const Fp8Source& src, float scale, Fp8Format format, std::uint8_
                 const Fp8CpuOptions& options, const char* who) {
   validate_fp8_source(src, who);
   if (src.numel > 0 && out == nullptr) throw_invalid_argument(std::string(who) + ": null output pointer");
-  const detail::CastSpan span = fp8_kernels_for(options.isa, who)
+  const detail::CastSpan span = fp8_span_kernels_for(options.isa, who)
                                     .cast[static_cast<int>(format)][record_amax ? 1 : 0][static_cast<int>(src.dtype)];
   const std::uint32_t bits = run_pieces(src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     return span(element_ptr(src, begin), end - begin, scale, out + begin);
@@ -112,7 +114,7 @@ float cast_impl(const Fp8Source& src, float scale, Fp8Format format, std::uint8_
 float amax_cpu(const Fp8Source& src, const Fp8CpuOptions& options) {
   static constexpr const char* kWho = "autocastgen::kernels::fp8::amax_cpu";
   validate_fp8_source(src, kWho);
-  const detail::AmaxSpan span = fp8_kernels_for(options.isa, kWho).amax[static_cast<int>(src.dtype)];
+  const detail::AmaxSpan span = fp8_span_kernels_for(options.isa, kWho).amax[static_cast<int>(src.dtype)];
   return float_of(run_pieces(src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     return span(element_ptr(src, begin), end - begin);
   }));

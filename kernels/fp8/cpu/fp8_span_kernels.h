@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "autocastgen/kernels/fp8_element.h"
+#include "autocastgen/kernels/scaler_cpu.h"
 
 namespace autocastgen::kernels::fp8::detail {
 
@@ -21,6 +22,8 @@ struct Fp8SpanKernels {
 };
 
 const Fp8SpanKernels& baseline_fp8_span_kernels();
+// The span loops for `isa` (Auto: the best this CPU runs); throws for Avx2 on a CPU without it.
+const Fp8SpanKernels& fp8_span_kernels_for(CpuIsa isa, const char* who);
 #if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
 // Defined in fp8_cpu_avx2.cpp, compiled with -mavx2 -mfma -mf16c; call only when the CPU has them.
 const Fp8SpanKernels& avx2_fp8_span_kernels();

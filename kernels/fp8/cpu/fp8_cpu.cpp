@@ -29,6 +29,23 @@ std::uint32_t cast_span_scalar(const void* src, std::int64_t n, float scale, std
   return acc;
 }
 
+template <DType D>
+void amax_columns_scalar(const void* src, std::int64_t n, std::uint32_t* acc) {
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = ScalarWords::max(acc[j], magnitude_bits<ScalarWords>(widen_element<D>(src, j)));
+}
+
+template <Fp8Format Fmt, DType D>
+void cast_columns_scalar(const void* src, std::int64_t n, const float* scales, std::uint8_t* out) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = quantize_slice_element<Fmt>(widen_element<D>(src, j), scales[j]);
+}
+
+template <Fp8Format Fmt>
+void fill_column_casts(CastColumnsSpan (&slot)[3]) {
+  slot[0] = &cast_columns_scalar<Fmt, DType::Float32>;
+  slot[1] = &cast_columns_scalar<Fmt, DType::Float16>;
+  slot[2] = &cast_columns_scalar<Fmt, DType::BFloat16>;
+}
+
 template <Fp8Format Fmt, bool kAmax>
 void fill_casts(CastSpan (&slot)[3]) {
   slot[0] = &cast_span_scalar<Fmt, kAmax, DType::Float32>;
@@ -48,6 +65,11 @@ const Fp8SpanKernels& baseline_fp8_span_kernels() {
     fill_casts<Fp8Format::E4M3FN, true>(k.cast[0][1]);
     fill_casts<Fp8Format::E5M2, false>(k.cast[1][0]);
     fill_casts<Fp8Format::E5M2, true>(k.cast[1][1]);
+    k.amax_columns[0] = &amax_columns_scalar<DType::Float32>;
+    k.amax_columns[1] = &amax_columns_scalar<DType::Float16>;
+    k.amax_columns[2] = &amax_columns_scalar<DType::BFloat16>;
+    fill_column_casts<Fp8Format::E4M3FN>(k.cast_columns[0]);
+    fill_column_casts<Fp8Format::E5M2>(k.cast_columns[1]);
     return k;
   }();
   return kernels;

@@ -1,4 +1,4 @@
-// CPU fp8 quantisation with row-wise scales: per row over the span loops, per column in column blocks.
+// CPU fp8 quantisation with row-wise scales over the span loops: per row, or per column in column blocks.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -13,7 +13,7 @@ namespace {
 
 // Columns per block of the per-column kernel: each worker keeps this many running amaxes and
 // reads this many consecutive elements of every row (a few cache lines).
-constexpr std::int64_t kRowwiseColumnBlock = 64;
+constexpr std::int64_t kRowwiseColumnBlock = 128;
 
 // Calls body(begin, end) over pieces of [0, units) (`per_piece` units each, the last shorter) on
 // the executor's workers, dynamically as the tensorwise kernels do.
@@ -33,37 +33,27 @@ void for_each_rowwise_piece(std::int64_t units, std::int64_t per_piece, std::int
   });
 }
 
-// Columns [c0, c1) of every row: the amax of each column, its scale, then the cast.
-template <Fp8Format Fmt, DType D>
-void rowwise_column_block(const void* src, std::int64_t rows, std::int64_t cols, std::int64_t c0, std::int64_t c1,
-                          std::int32_t margin, std::uint8_t* out, float* inv_scales) {
-  using W = ScalarWords;
+// Columns [c0, c1) of every row: the amax of each column, its scale, then the cast, a row segment
+// at a time through the span loops.
+void rowwise_column_block(const detail::Fp8SpanKernels& k, const Fp8Source& src, std::int64_t rows, std::int64_t cols,
+                          std::int64_t c0, std::int64_t c1, Fp8Format format, std::int32_t margin, std::uint8_t* out,
+                          float* inv_scales) {
+  const int d = static_cast<int>(src.dtype);
+  const std::size_t element = dtype_size(src.dtype);
+  const auto* bytes = static_cast<const unsigned char*>(src.data);
   const std::int64_t width = c1 - c0;
   std::uint32_t amax[kRowwiseColumnBlock] = {};
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t base = r * cols + c0;
-    for (std::int64_t j = 0; j < width; ++j) amax[j] = W::max(amax[j], magnitude_bits<W>(widen_element<D>(src, base + j)));
+    k.amax_columns[d](bytes + static_cast<std::size_t>(r * cols + c0) * element, width, amax);
   }
   float scale[kRowwiseColumnBlock];
   for (std::int64_t j = 0; j < width; ++j) {
-    scale[j] = power_of_two_scale(float_of(amax[j]), Fp8Traits<Fmt>::kMax, margin);
+    scale[j] = power_of_two_scale(float_of(amax[j]), fp8_max(format), margin);
     inv_scales[c0 + j] = inverse_scale(scale[j]);
   }
+  const detail::CastColumnsSpan cast = k.cast_columns[static_cast<int>(format)][d];
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t base = r * cols + c0;
-    for (std::int64_t j = 0; j < width; ++j) out[base + j] = quantize_slice_element<Fmt>(widen_element<D>(src, base + j), scale[j]);
-  }
-}
-
-using ColumnBlock = void (*)(const void*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int32_t,
-                             std::uint8_t*, float*);
-
-template <Fp8Format Fmt>
-ColumnBlock column_block_for(DType d) {
-  switch (d) {
-    case DType::BFloat16: return &rowwise_column_block<Fmt, DType::BFloat16>;
-    case DType::Float16: return &rowwise_column_block<Fmt, DType::Float16>;
-    default: return &rowwise_column_block<Fmt, DType::Float32>;
+    cast(bytes + static_cast<std::size_t>(r * cols + c0) * element, width, scale, out + r * cols + c0);
   }
 }
 
@@ -105,13 +95,13 @@ void rowwise_cast_cpu(const Fp8Source& src, std::int64_t rows, std::int64_t cols
     });
     return;
   }
-  const ColumnBlock block = format == Fp8Format::E4M3FN ? column_block_for<Fp8Format::E4M3FN>(src.dtype)
-                                                        : column_block_for<Fp8Format::E5M2>(src.dtype);
+  const detail::Fp8SpanKernels& k = detail::fp8_span_kernels_for(options.isa, kWho);
   const std::int64_t blocks = (cols + kRowwiseColumnBlock - 1) / kRowwiseColumnBlock;
   for_each_rowwise_piece(blocks, 1, src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t b = begin; b < end; ++b) {
       const std::int64_t c0 = b * kRowwiseColumnBlock;
-      block(src.data, rows, cols, c0, std::min(cols, c0 + kRowwiseColumnBlock), margin, out, inv_scales);
+      rowwise_column_block(k, src, rows, cols, c0, std::min(cols, c0 + kRowwiseColumnBlock), format, margin, out,
+                           inv_scales);
     }
   });
 }

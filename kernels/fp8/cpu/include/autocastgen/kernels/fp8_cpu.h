@@ -32,7 +32,8 @@ float scale_cast_amax_cpu(const Fp8Source& src, float scale, Fp8Format format, s
 // (src.numel == rows * cols) with one power-of-two scale per slice (Fp8Slices in fp8_source.h):
 // out gets rows * cols codes of x * scale saturated (Note [fp8 cast]), inv_scales one 1/scale per
 // slice (NaN for a slice holding a NaN or an infinity; 1 for an all-zero one). Rows run the span
-// loops above row by row; columns go in blocks of 64 (plain loops), each over all rows twice.
+// loops above row by row; columns go in blocks of 128, each a pass over all rows for the amax and
+// one for the cast (per-column span loops, AVX2 where the CPU has it).
 void rowwise_cast_cpu(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices,
                       Fp8Format format, std::int32_t margin, std::uint8_t* out, float* inv_scales,
                       const Fp8CpuOptions& options = {});

@@ -72,10 +72,10 @@ void rowwise_cast_cpu(const Fp8Source& src, std::int64_t rows, std::int64_t cols
   if ((src.numel > 0 && out == nullptr) || (slice_count > 0 && inv_scales == nullptr)) {
     throw_invalid_argument(std::string(kWho) + ": null output pointer");
   }
+  const detail::Fp8SpanKernels& k = detail::fp8_span_kernels_for(options.isa, kWho);
   const std::size_t element = dtype_size(src.dtype);
   const auto* bytes = static_cast<const unsigned char*>(src.data);
   if (slices == Fp8Slices::Rows) {
-    const detail::Fp8SpanKernels& k = detail::fp8_span_kernels_for(options.isa, kWho);
     const int d = static_cast<int>(src.dtype);
     const detail::AmaxSpan amax = k.amax[d];
     const detail::CastSpan cast = k.cast[static_cast<int>(format)][0][d];
@@ -95,7 +95,6 @@ void rowwise_cast_cpu(const Fp8Source& src, std::int64_t rows, std::int64_t cols
     });
     return;
   }
-  const detail::Fp8SpanKernels& k = detail::fp8_span_kernels_for(options.isa, kWho);
   const std::int64_t blocks = (cols + kRowwiseColumnBlock - 1) / kRowwiseColumnBlock;
   for_each_rowwise_piece(blocks, 1, src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t b = begin; b < end; ++b) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes the GPU check's summary (Markdown) from the files scripts/gpu-check left in a folder:
-env.txt, phases.txt, tests.log (pytest and gtest closing lines), scaler.json, sweep.jsonl, fp8.json.
+env.txt, phases.txt, tests.log (pytest and gtest closing lines), scaler.json, sweep.jsonl, fp8.json,
+fp8_rowwise.json.
 
 Usage: bench/gpu/summary.py OUT_DIR
 """
@@ -72,12 +73,21 @@ def fp8_table(result):
     return lines
 
 
+def rowwise_table(result):
+    lines = ["| row | M x K x N | fused ms | ops ms | ops / fused |", "|---|---|---|---|---|"]
+    for r in result.get("rows", []):
+        lines.append(f"| {r['what']} | {r['m']}x{r['k']}x{r['n']} | {number(r['fused_ms'], 4)} | "
+                     f"{number(r['ops_ms'], 4)} | {number(r['ratio'])} |")
+    return lines
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     lines = ["# GPU check", "", "```", read(out / "env.txt").strip(), "```", "", "## Phases (rc 0 = passed, 124 = timed out)",
              "", "```", read(out / "phases.txt").strip(), "```", "", "## Tests", "", "```"]
     lines += test_lines(read(out / "tests.log")) + ["```", ""]
-    for name, title, table in (("scaler.json", "Scaler", scaler_table), ("fp8.json", "fp8 linear and MLP", fp8_table)):
+    for name, title, table in (("scaler.json", "Scaler", scaler_table), ("fp8.json", "fp8 linear and MLP", fp8_table),
+                                ("fp8_rowwise.json", "Row-wise quantisation, fused against the ops", rowwise_table)):
         path = out / name
         if path.exists():
             result = json.loads(path.read_text())

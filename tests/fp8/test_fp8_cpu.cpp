@@ -1,14 +1,17 @@
 // CPU fp8 kernels (no torch): every ISA path and source dtype against the scalar element logic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "autocastgen/kernels/fp8_cpu.h"
+#include "autocastgen/kernels/fp8_scale.h"
 #include "fp8_reference.h"
 #include "kernel_test_util.h"
 
@@ -164,6 +167,62 @@ TEST(Fp8Cpu, UnalignedStartsAndEveryTailLength) {
       }
     }
   }
+}
+
+// Row-wise scales: every slice's scale is power_of_two_scale of the slice's amax, every code the
+// reference cast of x * scale (kNanScaleCode for a NaN scale, Note [fp8 NaN scale]).
+TEST(Fp8Cpu, RowwiseCastMatchesTheElementReference) {
+  const std::pair<std::int64_t, std::int64_t> shapes[] = {{1, 1}, {1, 37}, {37, 1}, {13, 70}, {200, 333}, {3, 30001}};
+  for (CpuIsa isa : available_isas()) {
+    for (DType d : kSources) {
+      for (auto [rows, cols] : shapes) {
+        const std::int64_t n = rows * cols;
+        Buffer src = make_source(d, n, static_cast<std::uint32_t>(n + cols), true);
+        if (rows > 2) src.set(cols + (3 % cols), kernels::testing::special_bits(d, kernels::testing::Special::NaN));
+        for (Fp8Slices slices : {Fp8Slices::Rows, Fp8Slices::Columns}) {
+          const bool per_row = slices == Fp8Slices::Rows;
+          const std::int64_t count = per_row ? rows : cols, length = per_row ? cols : rows;
+          const auto at = [&](std::int64_t slice, std::int64_t j) { return per_row ? slice * cols + j : j * cols + slice; };
+          for (Fp8Format f : kFormats) {
+            for (std::int32_t margin : {0, 2}) {
+              std::vector<std::uint8_t> out(static_cast<std::size_t>(n) + 1, 0xaa);
+              std::vector<float> inv(static_cast<std::size_t>(count));
+              rowwise_cast_cpu(source_of(src), rows, cols, slices, f, margin, out.data(), inv.data(),
+                               {isa, &thread_executor()});
+              EXPECT_EQ(out[static_cast<std::size_t>(n)], 0xaa) << "wrote past the end";
+              for (std::int64_t s = 0; s < count; ++s) {
+                float amax = 0.0f;
+                for (std::int64_t j = 0; j < length && !std::isnan(amax); ++j) {
+                  const float a = std::fabs(widened(src, at(s, j)));
+                  amax = std::isnan(a) ? a : std::max(amax, a);
+                }
+                const float scale = power_of_two_scale(amax, fp8_max(f), margin);
+                ASSERT_EQ(f32_bits(inv[static_cast<std::size_t>(s)]), f32_bits(inverse_scale(scale)))
+                    << cpu_isa_name(isa) << " " << dtype_name(d) << " " << rows << "x" << cols << " slice " << s;
+                for (std::int64_t j = 0; j < length; ++j) {
+                  const std::int64_t i = at(s, j);
+                  const std::uint8_t want =
+                      std::isnan(scale) ? kNanScaleCode : testing::encode(static_cast<double>(widened(src, i) * scale), f);
+                  ASSERT_EQ(out[static_cast<std::size_t>(i)], want)
+                      << cpu_isa_name(isa) << " " << dtype_name(d) << " " << fp8_format_name(f) << " " << rows << "x"
+                      << cols << (per_row ? " rows" : " columns") << " i=" << i;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  float x[6] = {};
+  std::uint8_t out[6];
+  float inv[3];
+  EXPECT_THROW(rowwise_cast_cpu({x, 6, DType::Float32}, 2, 2, Fp8Slices::Rows, Fp8Format::E4M3FN, 0, out, inv),
+               std::invalid_argument);
+  EXPECT_THROW(rowwise_cast_cpu({x, 6, DType::Float32}, 2, 3, Fp8Slices::Rows, Fp8Format::E4M3FN, 65, out, inv),
+               std::invalid_argument);
+  rowwise_cast_cpu({x, 6, DType::Float32}, 2, 3, Fp8Slices::Columns, Fp8Format::E4M3FN, 0, out, inv);
+  EXPECT_EQ(inv[0], 1.0f);  // an all-zero slice: scale 1
 }
 
 TEST(Fp8Cpu, RejectsBadArguments) {

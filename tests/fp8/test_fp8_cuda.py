@@ -1,7 +1,8 @@
 """fp8 on a GPU: the CUDA quantisation kernels bit for bit against PyTorch's CUDA casts, and the
 fp8 GEMMs (torch.ops.autocastgen.fp8_*, and an fp8 runtime policy under torch.autocast("cuda"))
-against a reference over torch._scaled_mm. Skips itself without a GPU; scripts/gpu-check runs it
-on the lent machine. The CPU twins of these checks are test_fp8_quantize.py and test_fp8_gemm.py.
+against a reference over torch._scaled_mm; the fused row-wise quantiser against the PyTorch ops and
+the CPU kernel. Skips itself without a GPU; scripts/gpu-check runs it on the lent machine. The CPU
+twins of these checks are test_fp8_quantize.py, test_fp8_gemm.py and test_fp8_rowwise.py.
 """
 from __future__ import annotations
 
@@ -273,3 +274,42 @@ def test_cuda_rowwise_policy_compiled_matches_eager(ops, policy):
         ops.clear_runtime_policies()
         ops.fp8_clear_weight_cache("cuda")
         torch._dynamo.reset()
+
+
+def hard_matrix(dtype, rows, cols, seed):
+    """Rows over many binades, with rows of zeros, NaNs of both signs, infinities, subnormals and the
+    dtype's largest values."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=g, dtype=torch.float64) * torch.pow(
+        2.0, torch.randint(-30, 20, (rows, 1), generator=g).double())
+    f = torch.finfo(dtype)
+    if rows >= 8:
+        x[1] = 0.0
+        x[2, cols // 2] = math.nan
+        x[3, 0], x[3, -1] = -math.nan, math.nan
+        x[4, -1] = math.inf
+        x[5] = f.tiny / 16 * torch.randn(cols, generator=g, dtype=torch.float64)
+        x[6] = f.max * torch.rand(cols, generator=g, dtype=torch.float64)
+        x[7, 0] = -math.inf
+    return x.to(dtype).cuda()
+
+
+@pytest.mark.parametrize("src", SOURCES)
+@pytest.mark.parametrize("reduced_dim", [1, 0], ids=["per_row", "per_column"])
+def test_cuda_fused_rowwise_quantiser_equals_the_ops(ops, src, reduced_dim):
+    """The CUDA row-wise kernels (Note [fp8 rowwise kernels]) against the PyTorch ops on CUDA (what a
+    trace records; bit for bit, a slice holding a NaN or an infinity all 0x7f, Note [fp8 NaN scale])
+    and against the CPU kernel (the same, except that a NaN inverse scale's payload differs: a GPU
+    returns its canonical NaN 0x7fffffff for 1/NaN, x86 the operand's 0x7fc00000)."""
+    shapes = [(1, 1), (1, 37), (37, 1), (33, 65), (64, 128), (129, 257), (3, 70001), (4100, 96), (8, 4096)]
+    for i, (r, c) in enumerate(shapes):
+        x = hard_matrix(src, r, c, i)
+        for margin in (0, 3):
+            data, inv = ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin)
+            ref_data, ref_inv = ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin, fused=False)
+            cpu_data, cpu_inv = ops.fp8_quantize_rowwise(x.cpu(), E4M3, reduced_dim, margin)
+            assert data.device.type == "cuda" and inv.shape == ref_inv.shape
+            assert torch.equal(inv.view(torch.int32), ref_inv.view(torch.int32)), (r, c, margin)
+            torch.testing.assert_close(inv, cpu_inv.cuda(), rtol=0, atol=0, equal_nan=True)
+            for want in (ref_data, cpu_data.cuda()):
+                assert torch.equal(data.view(torch.uint8), want.view(torch.uint8)), (r, c, margin)

@@ -1,6 +1,7 @@
 // fp8 element logic (no torch): the cast against an independent reference, amax, the scale rule, delayed history.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -162,6 +163,44 @@ TEST(Fp8Element, ScaleRule) {
   EXPECT_EQ(dequant_scale_for_pass(4.0f, 1.0f), 0.25f);
   EXPECT_TRUE(std::isnan(dequant_scale_for_pass(4.0f, INFINITY)));
   EXPECT_TRUE(std::isnan(dequant_scale_for_pass(4.0f, nan)));
+}
+
+// Note [fp8 power-of-two scale]: the scale rule rounded down to a power of two, against
+// 2^floor(log2(fp8_max / amax / 2^margin)) taken from the double quotient with frexp (which also
+// checks that rounding the quotient to float32 never carries it up to the next power of two).
+TEST(Fp8Element, PowerOfTwoScale) {
+  std::mt19937 rng(38);
+  std::uniform_int_distribution<std::uint32_t> any_positive(1u, 0x7f7fffffu);  // subnormals .. FLT_MAX
+  for (Fp8Format f : kFormats) {
+    const float max = fp8_max(f);
+    for (int i = 0; i < 200000; ++i) {
+      const float amax = f32(any_positive(rng));
+      const std::int32_t margin = i % 5 == 0 ? static_cast<std::int32_t>(i % 65) : i % 3;
+      const double q = std::min(std::ldexp(static_cast<double>(max) / static_cast<double>(amax), -margin),
+                                std::ldexp(1.0, 126));
+      int e = 0;
+      (void)std::frexp(q, &e);
+      const float expected = q < std::ldexp(1.0, -126) ? 0.0f : static_cast<float>(std::ldexp(1.0, e - 1));
+      const float s = power_of_two_scale(amax, max, margin);
+      ASSERT_EQ(bits(s), bits(expected)) << fp8_format_name(f) << " amax=" << amax << " margin=" << margin;
+      if (expected != 0.0f) {
+        ASSERT_EQ(bits(s), bits(scale_from_amax(amax, max, margin, 1.0f)) & 0x7f800000u);
+      }
+    }
+  }
+  // Zero: 1; non-finite: the canonical NaN; tiny: 2^126; margins shift the exponent.
+  EXPECT_EQ(power_of_two_scale(0.0f, 448.0f, 0), 1.0f);
+  EXPECT_EQ(power_of_two_scale(0.0f, 448.0f, 7), 1.0f);
+  EXPECT_EQ(bits(power_of_two_scale(INFINITY, 448.0f, 0)), 0x7fc00000u);
+  EXPECT_EQ(bits(power_of_two_scale(std::numeric_limits<float>::quiet_NaN(), 448.0f, 0)), 0x7fc00000u);
+  EXPECT_EQ(power_of_two_scale(f32(1), 448.0f, 0), kMaxScale);
+  EXPECT_EQ(power_of_two_scale(1.0f, 448.0f, 0), 256.0f);
+  EXPECT_EQ(power_of_two_scale(1.0f, 448.0f, 2), 64.0f);
+  EXPECT_EQ(power_of_two_scale(448.0f, 448.0f, 0), 1.0f);
+  EXPECT_EQ(power_of_two_scale(std::nextafter(448.0f, 1000.0f), 448.0f, 0), 0.5f);
+  EXPECT_EQ(power_of_two_scale(1.0f, 57344.0f, 0), 32768.0f);
+  EXPECT_EQ(round_down_to_power_of_two(0.75f), 0.5f);
+  EXPECT_EQ(round_down_to_power_of_two(f32(1)), 0.0f);  // a subnormal scale becomes +0
 }
 
 TEST(Fp8Element, DelayedHistoryRollsAndSkipsNonFinite) {

@@ -3,7 +3,8 @@ runtime/torch/fp8/rowwise.cpp) on the CPU: the output and every gradient bit for
 reference written here with plain PyTorch ops, rowwise more accurate than tensorwise on rows with
 outliers, rowwise_with_gw_hp's weight gradient equal to the bfloat16 one, the weight cache's separate
 copies, runtime policy files (and their located errors), torch.compile (aot_eager bit for bit,
-fullgraph) and opcheck of fp8_quantize_weight_rowwise.
+fullgraph), opcheck of fp8_quantize_weight_rowwise and fp8_quantize_rowwise, and the fused
+row-wise quantiser bit for bit against the PyTorch ops it replaces in eager code.
 """
 from __future__ import annotations
 
@@ -195,6 +196,107 @@ def test_opcheck_quantize_weight_rowwise(ops):
     ref_data, ref_inv = ref_rows(w, 0)
     assert inv.shape == (1, 16) and torch.equal(data.view(torch.uint8), ref_data.view(torch.uint8))
     assert torch.equal(inv, ref_inv)
+
+
+# --- The fused quantiser against the PyTorch ops (Note [fp8 rowwise], "Quantisation") ---------------
+
+SOURCES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def special_rows(dtype: torch.dtype, cols: int = 67) -> torch.Tensor:
+    """One row per hard case: outliers, all zeros, NaNs of both signs, infinities, subnormal
+    magnitudes, the source's largest values, values that land on and next to e4m3's max."""
+    g = torch.Generator().manual_seed(38)
+    x = torch.randn(12, cols, generator=g)
+    x[0, 3] = 1e5                                         # an outlier
+    x[1] = 0.0                                            # all zero: scale 1
+    x[2] = -0.0
+    x[3, 5], x[3, 9] = float("nan"), -float("nan")        # NaN scale
+    x[4, 0] = float("inf")
+    x[5, -1] = -float("inf")
+    x[6] *= torch.finfo(dtype).tiny / 64                  # subnormal magnitudes of the source dtype
+    x[7] = torch.finfo(dtype).max * torch.rand(cols, generator=g)
+    x[8] = torch.linspace(-460.0, 460.0, cols)            # around e4m3's max (scale 0.5)
+    x[9] = 448.0 * torch.rand(cols, generator=g)
+    x[9, 1] = 448.0                                       # amax exactly fp8_max: scale 1
+    x[10] = torch.finfo(dtype).tiny * torch.randn(cols, generator=g)  # tiny normals: scale capped at 2^126
+    x[11] = x[11] * 3e3
+    return x.to(dtype)
+
+
+def rowwise_inputs(dtype: torch.dtype):
+    g = torch.Generator().manual_seed(7)
+    shapes = [(1, 1), (1, 37), (37, 1), (3, 5), (33, 65), (64, 128), (129, 257)]
+    yield from ((torch.randn(*s, generator=g) * 10.0 ** torch.randint(-4, 5, (s[0], 1), generator=g)).to(dtype)
+                for s in shapes)
+    x = special_rows(dtype)
+    yield x
+    yield x.t().contiguous()  # the hard cases as columns
+    yield x.t()               # non-contiguous: quantised as contiguous
+
+
+def assert_same_bits(got, want):
+    (d1, s1), (d2, s2) = got, want
+    assert d1.dtype == d2.dtype and d1.shape == d2.shape and s1.shape == s2.shape and s1.dtype == torch.float32
+    assert torch.equal(d1.view(torch.uint8), d2.view(torch.uint8))
+    assert torch.equal(s1.view(torch.int32), s2.view(torch.int32))  # NaN compared by its bits
+
+
+@pytest.mark.parametrize("dtype", SOURCES, ids=["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("reduced_dim", [1, 0], ids=["per_row", "per_column"])
+@pytest.mark.parametrize("margin", [0, 3])
+def test_fused_rowwise_quantiser_equals_the_ops(ops, dtype, reduced_dim, margin):
+    for x in rowwise_inputs(dtype):
+        for fp8 in (E4M3, torch.float8_e5m2):
+            fused = ops.fp8_quantize_rowwise(x, fp8, reduced_dim, margin)
+            unfused = ops.fp8_quantize_rowwise(x, fp8, reduced_dim, margin, fused=False)
+            assert_same_bits(fused, unfused)
+        if torch.isfinite(x).all():  # and the reference written from the description
+            assert_same_bits(ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin), ref_rows(x, reduced_dim, margin))
+
+
+def test_fused_rowwise_quantiser_edges(ops):
+    x = special_rows(torch.float32)
+    data, inv = ops.fp8_quantize_rowwise(x, E4M3, 1)
+    assert inv[1].item() == 1.0 and inv[2].item() == 1.0 and torch.all(data[1:3].float() == 0)
+    assert torch.equal(data[2].view(torch.uint8), torch.full((67,), 0x80, dtype=torch.uint8))  # -0 stays -0
+    assert torch.isnan(inv[3:6]).all() and torch.all(data[3:6].view(torch.uint8) == 0x7F)  # Note [fp8 NaN scale]
+    assert torch.all(torch.frexp(inv[torch.isfinite(inv)]).mantissa == 0.5)
+    # margin 64 on huge values: the scale underflows to 0 on both paths (inverse +inf)
+    big = torch.full((2, 8), 1e30)
+    for reduced_dim in (0, 1):
+        fused = ops.fp8_quantize_rowwise(big, E4M3, reduced_dim, 64)
+        assert_same_bits(fused, ops.fp8_quantize_rowwise(big, E4M3, reduced_dim, 64, fused=False))
+        assert torch.isinf(fused[1]).all()
+    # many threads, both axes, a source large enough to be split into pieces
+    y = torch.randn(300, 1000) * torch.logspace(-3, 3, 300).unsqueeze(1)
+    for reduced_dim in (0, 1):
+        assert_same_bits(ops.fp8_quantize_rowwise(y, E4M3, reduced_dim),
+                         ops.fp8_quantize_rowwise(y, E4M3, reduced_dim, fused=False))
+
+
+def test_opcheck_quantize_rowwise(ops):
+    for args, kwargs in [((act(8, 16), E4M3, 1), {}), ((act(8, 16, dtype=torch.bfloat16), E4M3, 0), {"margin": 2}),
+                         ((act(5, 3), E4M3, 0), {"fused": False})]:
+        torch.library.opcheck(ops.fp8_quantize_rowwise.default, args, kwargs)
+    with pytest.raises(RuntimeError, match="reduced_dim must be 0 or 1"):
+        ops.fp8_quantize_rowwise(act(4, 4), E4M3, 2)
+    with pytest.raises(RuntimeError, match="float32, bfloat16 or float16 only"):
+        ops.fp8_quantize_rowwise(act(4, 4, dtype=torch.float64), E4M3, 1)
+
+
+@pytest.mark.parametrize("recipe", [ROWWISE, GW_HP], ids=["rowwise", "gw_hp"])
+def test_linear_fused_equals_unfused(ops, recipe):
+    """The GEMMs' eager quantisation (fused) against fused=False (the ops, as traced code runs them)."""
+    results = []
+    for fused in (True, False):
+        x = act(2, 16, 64, dtype=torch.bfloat16)
+        w = param(48, 64)
+        out = ops.fp8_linear(x, w, None, out_dtype=torch.bfloat16, fused=fused, cache=False, **recipe)
+        g = act(2, 16, 48, seed=7, requires_grad=False).to(torch.bfloat16)
+        results.append((out, *grads_of(out, g, x, w)))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
 
 
 # --- As a policy ----------------------------------------------------------------------------------

@@ -112,6 +112,11 @@ SAMPLES = {
         (lambda: ((_param(32, 16), E4M3, 0), {"margin": 1}), ALL, ""),
         (lambda: ((_param(16, 32), E4M3, 0), {"cache": False}), ALL, ""),
     ],
+    "autocastgen::fp8_quantize_rowwise": [
+        (lambda: ((_rand(32, 16, requires_grad=True), E4M3, 1), {"margin": 1}), ALL, ""),
+        (lambda: ((_rand(4, 8, dtype=torch.bfloat16), E4M3, 0), {}), ALL, ""),
+        (lambda: ((_rand(5, 3, dtype=torch.float16), E5M2, 0), {"fused": False}), ALL, ""),
+    ],
     "autocastgen::fp8_amax": [(lambda: ((_rand(7, 5, requires_grad=True),), {}), ALL, "")],
     "autocastgen::fp8_scale_cast": [(lambda: ((_rand(6, 3), torch.tensor(4.0), E4M3), {}), ALL, "")],
     "autocastgen::fp8_scale_from_amax": [(lambda: ((torch.tensor(3.5), E5M2), {"margin": 2}), ALL, "")],

@@ -29,6 +29,23 @@ std::uint32_t cast_span_scalar(const void* src, std::int64_t n, float scale, std
   return acc;
 }
 
+template <DType D>
+void amax_columns_scalar(const void* src, std::int64_t n, std::uint32_t* acc) {
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = ScalarWords::max(acc[j], magnitude_bits<ScalarWords>(widen_element<D>(src, j)));
+}
+
+template <Fp8Format Fmt, DType D>
+void cast_columns_scalar(const void* src, std::int64_t n, const float* scales, std::uint8_t* out) {
+  for (std::int64_t j = 0; j < n; ++j) out[j] = quantize_slice_element<Fmt>(widen_element<D>(src, j), scales[j]);
+}
+
+template <Fp8Format Fmt>
+void fill_column_casts(CastColumnsSpan (&slot)[3]) {
+  slot[0] = &cast_columns_scalar<Fmt, DType::Float32>;
+  slot[1] = &cast_columns_scalar<Fmt, DType::Float16>;
+  slot[2] = &cast_columns_scalar<Fmt, DType::BFloat16>;
+}
+
 template <Fp8Format Fmt, bool kAmax>
 void fill_casts(CastSpan (&slot)[3]) {
   slot[0] = &cast_span_scalar<Fmt, kAmax, DType::Float32>;
@@ -48,25 +65,32 @@ const Fp8SpanKernels& baseline_fp8_span_kernels() {
     fill_casts<Fp8Format::E4M3FN, true>(k.cast[0][1]);
     fill_casts<Fp8Format::E5M2, false>(k.cast[1][0]);
     fill_casts<Fp8Format::E5M2, true>(k.cast[1][1]);
+    k.amax_columns[0] = &amax_columns_scalar<DType::Float32>;
+    k.amax_columns[1] = &amax_columns_scalar<DType::Float16>;
+    k.amax_columns[2] = &amax_columns_scalar<DType::BFloat16>;
+    fill_column_casts<Fp8Format::E4M3FN>(k.cast_columns[0]);
+    fill_column_casts<Fp8Format::E5M2>(k.cast_columns[1]);
     return k;
   }();
   return kernels;
+}
+
+const Fp8SpanKernels& fp8_span_kernels_for(CpuIsa isa, const char* who) {
+  if (isa == CpuIsa::Auto) isa = best_cpu_isa();
+  if (isa == CpuIsa::Avx2) {
+#if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
+    if (best_cpu_isa() == CpuIsa::Avx2) return avx2_fp8_span_kernels();
+#endif
+    throw_invalid_argument(std::string(who) + ": CpuIsa::Avx2 was requested but this CPU (or this build) has no AVX2+FMA+F16C");
+  }
+  return baseline_fp8_span_kernels();
 }
 
 }  // namespace detail
 
 namespace {
 
-const detail::Fp8SpanKernels& fp8_kernels_for(CpuIsa isa, const char* who) {
-  if (isa == CpuIsa::Auto) isa = best_cpu_isa();
-  if (isa == CpuIsa::Avx2) {
-#if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
-    if (best_cpu_isa() == CpuIsa::Avx2) return detail::avx2_fp8_span_kernels();
-#endif
-    throw_invalid_argument(std::string(who) + ": CpuIsa::Avx2 was requested but this CPU (or this build) has no AVX2+FMA+F16C");
-  }
-  return detail::baseline_fp8_span_kernels();
-}
+using detail::fp8_span_kernels_for;
 
 // Runs body(begin, end) over pieces of [0, n) on the executor's workers and returns the largest
 // value a piece returned (amax bits; 0 when no piece records one).
@@ -99,7 +123,7 @@ float cast_impl(const Fp8Source& src, float scale, Fp8Format format, std::uint8_
                 const Fp8CpuOptions& options, const char* who) {
   validate_fp8_source(src, who);
   if (src.numel > 0 && out == nullptr) throw_invalid_argument(std::string(who) + ": null output pointer");
-  const detail::CastSpan span = fp8_kernels_for(options.isa, who)
+  const detail::CastSpan span = fp8_span_kernels_for(options.isa, who)
                                     .cast[static_cast<int>(format)][record_amax ? 1 : 0][static_cast<int>(src.dtype)];
   const std::uint32_t bits = run_pieces(src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     return span(element_ptr(src, begin), end - begin, scale, out + begin);
@@ -112,7 +136,7 @@ float cast_impl(const Fp8Source& src, float scale, Fp8Format format, std::uint8_
 float amax_cpu(const Fp8Source& src, const Fp8CpuOptions& options) {
   static constexpr const char* kWho = "autocastgen::kernels::fp8::amax_cpu";
   validate_fp8_source(src, kWho);
-  const detail::AmaxSpan span = fp8_kernels_for(options.isa, kWho).amax[static_cast<int>(src.dtype)];
+  const detail::AmaxSpan span = fp8_span_kernels_for(options.isa, kWho).amax[static_cast<int>(src.dtype)];
   return float_of(run_pieces(src.numel, options, [&](std::int64_t begin, std::int64_t end) {
     return span(element_ptr(src, begin), end - begin);
   }));

@@ -129,6 +129,62 @@ std::uint32_t cast_span(const void* src, std::int64_t n, float scale, std::uint8
   return kAmax ? horizontal_max(acc) : 0u;
 }
 
+// Row-wise scales per column (AmaxColumnsSpan, CastColumnsSpan): eight columns at a time, the tail
+// through the same code from zero-padded copies.
+template <DType D>
+void amax_columns_span(const void* src, std::int64_t n, std::uint32_t* acc) {
+  using W = Avx2Words;
+  constexpr std::int64_t B = element_bytes<D>();
+  const auto* p = static_cast<const unsigned char*>(src);
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    auto* a = reinterpret_cast<__m256i*>(acc + j);
+    _mm256_storeu_si256(a, W::max(_mm256_loadu_si256(a), magnitude_bits<W>(load8<D>(p + j * B))));
+  }
+  if (j < n) {
+    alignas(32) unsigned char tail[8 * B] = {};
+    alignas(32) std::uint32_t tail_acc[8] = {};
+    __builtin_memcpy(tail, p + j * B, static_cast<std::size_t>((n - j) * B));
+    __builtin_memcpy(tail_acc, acc + j, static_cast<std::size_t>(n - j) * 4);
+    const __m256i m = W::max(_mm256_load_si256(reinterpret_cast<const __m256i*>(tail_acc)),
+                             magnitude_bits<W>(load8<D>(tail)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tail_acc), m);
+    __builtin_memcpy(acc + j, tail_acc, static_cast<std::size_t>(n - j) * 4);
+  }
+}
+
+// Eight elements cast with eight scales; kNanScaleCode where the scale is NaN (Note [fp8 NaN scale]).
+template <Fp8Format Fmt, DType D>
+__attribute__((always_inline)) inline __m256i slice_codes8(const unsigned char* p, const float* scales) {
+  using W = Avx2Words;
+  __m256i unused = _mm256_setzero_si256();
+  const __m256 s = _mm256_loadu_ps(scales);
+  const __m256i code = quantize_element<Fmt, false, W>(load8<D>(p), s, unused);
+  const __m256i nan_scale = W::gt(W::and_(W::bits(s), W::set(0x7fffffffu)), W::set(0x7f800000u));
+  return W::select(nan_scale, W::set(kNanScaleCode), code);
+}
+
+template <Fp8Format Fmt, DType D>
+void cast_columns_span(const void* src, std::int64_t n, const float* scales, std::uint8_t* out) {
+  constexpr std::int64_t B = element_bytes<D>();
+  const auto* p = static_cast<const unsigned char*>(src);
+  std::int64_t j = 0;
+  for (; j + kBlock <= n; j += kBlock) {
+    store32(out + j, slice_codes8<Fmt, D>(p + j * B, scales + j), slice_codes8<Fmt, D>(p + (j + 8) * B, scales + j + 8),
+            slice_codes8<Fmt, D>(p + (j + 16) * B, scales + j + 16), slice_codes8<Fmt, D>(p + (j + 24) * B, scales + j + 24));
+  }
+  if (j < n) {
+    alignas(32) unsigned char tail[kBlock * B] = {};
+    alignas(32) float tail_scales[kBlock] = {};
+    alignas(32) std::uint8_t codes[kBlock];
+    __builtin_memcpy(tail, p + j * B, static_cast<std::size_t>((n - j) * B));
+    __builtin_memcpy(tail_scales, scales + j, static_cast<std::size_t>(n - j) * 4);
+    store32(codes, slice_codes8<Fmt, D>(tail, tail_scales), slice_codes8<Fmt, D>(tail + 8 * B, tail_scales + 8),
+            slice_codes8<Fmt, D>(tail + 16 * B, tail_scales + 16), slice_codes8<Fmt, D>(tail + 24 * B, tail_scales + 24));
+    __builtin_memcpy(out + j, codes, static_cast<std::size_t>(n - j));
+  }
+}
+
 // No std:: templates here: an out-of-line copy compiled for AVX2 could be picked by the linker
 // for the baseline path too (Note [always inline on the host] in hd.h).
 template <Fp8Format Fmt, bool kAmax>
@@ -150,6 +206,15 @@ const Fp8SpanKernels& avx2_fp8_span_kernels() {
     fill_casts<Fp8Format::E4M3FN, true>(k.cast[0][1]);
     fill_casts<Fp8Format::E5M2, false>(k.cast[1][0]);
     fill_casts<Fp8Format::E5M2, true>(k.cast[1][1]);
+    k.amax_columns[0] = &amax_columns_span<DType::Float32>;
+    k.amax_columns[1] = &amax_columns_span<DType::Float16>;
+    k.amax_columns[2] = &amax_columns_span<DType::BFloat16>;
+    k.cast_columns[0][0] = &cast_columns_span<Fp8Format::E4M3FN, DType::Float32>;
+    k.cast_columns[0][1] = &cast_columns_span<Fp8Format::E4M3FN, DType::Float16>;
+    k.cast_columns[0][2] = &cast_columns_span<Fp8Format::E4M3FN, DType::BFloat16>;
+    k.cast_columns[1][0] = &cast_columns_span<Fp8Format::E5M2, DType::Float32>;
+    k.cast_columns[1][1] = &cast_columns_span<Fp8Format::E5M2, DType::Float16>;
+    k.cast_columns[1][2] = &cast_columns_span<Fp8Format::E5M2, DType::BFloat16>;
     return k;
   }();
   return kernels;

@@ -1,4 +1,4 @@
-// CUDA fp8 kernels: amax, fused scale + saturating cast (+ amax), and the one-thread scale updates.
+// CUDA fp8 kernels: amax, fused scale + saturating cast (+ amax), row-wise scales, one-thread scale updates.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -224,6 +224,206 @@ void scale_cast(const Fp8Source& src, const float* scale, Fp8Format format, std:
     e4m3 ? launch_cast<Fp8Format::E4M3FN, false>(src, scale, out, nullptr, s)
          : launch_cast<Fp8Format::E5M2, false>(src, scale, out, nullptr, s);
   }
+  check_launch(kWho);
+}
+
+// Note [fp8 rowwise kernels]
+// Row-wise scales (Note [fp8 power-of-two scale] in fp8_scale.h), the element logic of the
+// tensorwise kernels with one scale per slice:
+// - per row: one block per row. Its threads take the row's amax (16-byte loads where the row and
+//   its output are aligned for them), the block reduces it, thread 0 computes the row's scale and
+//   inverse, and the block casts the row (a second read, mostly from L2).
+// - per column: three launches. column_amax_kernel: blocks of 32 columns x 8 rows of threads,
+//   each block a strip of rows (grid-stride in y), one atomicMax per column and block into the
+//   workspace (magnitude bits, Note [amax]); column_scale_kernel: one thread per column turns its
+//   amax into the scale (in place) and the inverse; column_cast_kernel: the same tiling, each
+//   thread casting its column's elements of the strip. A warp reads 32 consecutive elements of a
+//   row and writes 32 consecutive bytes.
+// A slice with a NaN scale is written as kNanScaleCode (Note [fp8 NaN scale] in fp8_element.h).
+namespace {
+
+constexpr int kColumnTile = 32;
+constexpr int kColumnRowThreads = kThreads / kColumnTile;  // 8
+constexpr std::int64_t kColumnRowsPerBlock = 256;
+
+// The block's max of `local` (magnitude bits), returned to every thread.
+__device__ std::uint32_t block_max_bits(std::uint32_t local) {
+  __shared__ std::uint32_t warp_max[kThreads / 32];
+  __shared__ std::uint32_t result;
+  local = __reduce_max_sync(0xffffffffu, local);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x / 32] = local;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    std::uint32_t v = threadIdx.x < kThreads / 32 ? warp_max[threadIdx.x] : 0u;
+    v = __reduce_max_sync(0xffffffffu, v);
+    if (threadIdx.x == 0) result = v;
+  }
+  __syncthreads();
+  return result;
+}
+
+template <Fp8Format Fmt, DType D>
+__global__ void __launch_bounds__(kThreads) row_cast_kernel(const void* src, std::int64_t cols, std::int32_t margin,
+                                                            std::uint8_t* out, float* inv_scales) {
+  using S = typename Storage<D>::T;
+  constexpr int kPer = 16 / sizeof(S);
+  using C = typename Codes<kPer>::T;
+  using W = ScalarWords;
+  const std::int64_t row = blockIdx.x;
+  const S* x = static_cast<const S*>(src) + row * cols;
+  std::uint8_t* o = out + row * cols;
+  const bool vectorised =
+      (reinterpret_cast<std::uintptr_t>(x) & 15u) == 0 && (reinterpret_cast<std::uintptr_t>(o) % kPer) == 0;
+  const std::int64_t vectors = vectorised ? cols / kPer : 0;
+  const uint4* pv = reinterpret_cast<const uint4*>(x);
+
+  std::uint32_t acc = 0;
+  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) {
+    Vector<S> e;
+    e.raw = pv[v];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) acc = W::max(acc, magnitude_bits<W>(widen_element<D>(e.elements, k)));
+  }
+  for (std::int64_t i = vectors * kPer + threadIdx.x; i < cols; i += kThreads) {
+    acc = W::max(acc, magnitude_bits<W>(widen_element<D>(x, i)));
+  }
+  __shared__ float row_scale;
+  const std::uint32_t amax = block_max_bits(acc);
+  if (threadIdx.x == 0) {
+    const float s = power_of_two_scale(float_of(amax), Fp8Traits<Fmt>::kMax, margin);
+    row_scale = s;
+    inv_scales[row] = inverse_scale(s);
+  }
+  __syncthreads();
+  const float scale = row_scale;
+  if (!is_finite_float(scale)) {  // Note [fp8 NaN scale]
+    for (std::int64_t i = threadIdx.x; i < cols; i += kThreads) o[i] = kNanScaleCode;
+    return;
+  }
+
+  std::uint32_t unused = 0;
+  C* po = reinterpret_cast<C*>(o);
+  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) {
+    Vector<S> e;
+    e.raw = pv[v];
+    union {
+      C packed;
+      std::uint8_t bytes[kPer];
+    } codes;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      codes.bytes[k] = static_cast<std::uint8_t>(quantize_element<Fmt, false, W>(widen_element<D>(e.elements, k), scale, unused));
+    }
+    po[v] = codes.packed;
+  }
+  for (std::int64_t i = vectors * kPer + threadIdx.x; i < cols; i += kThreads) {
+    o[i] = static_cast<std::uint8_t>(quantize_element<Fmt, false, W>(widen_element<D>(x, i), scale, unused));
+  }
+}
+
+template <DType D>
+__global__ void __launch_bounds__(kThreads) column_amax_kernel(const void* src, std::int64_t rows, std::int64_t cols,
+                                                               unsigned int* amax_bits) {
+  using W = ScalarWords;
+  __shared__ std::uint32_t partial[kColumnRowThreads][kColumnTile + 1];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  std::uint32_t acc = 0;
+  if (c < cols) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * kColumnRowThreads;
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kColumnRowThreads + threadIdx.y; r < rows; r += stride) {
+      acc = W::max(acc, magnitude_bits<W>(widen_element<D>(src, r * cols + c)));
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+#pragma unroll
+    for (int k = 1; k < kColumnRowThreads; ++k) acc = W::max(acc, partial[k][threadIdx.x]);
+    if (acc != 0) atomicMax(amax_bits + c, acc);
+  }
+}
+
+__global__ void column_scale_kernel(float* amax_then_scale, std::int64_t cols, float fp8_max, std::int32_t margin,
+                                    float* inv_scales) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (c >= cols) return;
+  const float s = power_of_two_scale(amax_then_scale[c], fp8_max, margin);
+  amax_then_scale[c] = s;
+  inv_scales[c] = inverse_scale(s);
+}
+
+template <Fp8Format Fmt, DType D>
+__global__ void __launch_bounds__(kThreads) column_cast_kernel(const void* src, std::int64_t rows, std::int64_t cols,
+                                                               const float* scales, std::uint8_t* out) {
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumnTile + threadIdx.x;
+  if (c >= cols) return;
+  const float scale = scales[c];
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * kColumnRowThreads;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kColumnRowThreads + threadIdx.y; r < rows; r += stride) {
+    const std::int64_t i = r * cols + c;
+    out[i] = quantize_slice_element<Fmt>(widen_element<D>(src, i), scale);
+  }
+}
+
+// Column tiles across x; strips of about kColumnRowsPerBlock rows across y, at most enough blocks
+// in all to fill a GPU several times over (kMaxBlocks) and at most 65535 strips.
+dim3 column_grid(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t tiles = (cols + kColumnTile - 1) / kColumnTile;
+  const std::int64_t strips_cap = std::clamp<std::int64_t>(kMaxBlocks / tiles, 1, 65535);
+  const std::int64_t strips = std::clamp<std::int64_t>((rows + kColumnRowsPerBlock - 1) / kColumnRowsPerBlock, 1, strips_cap);
+  return dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(strips));
+}
+
+template <Fp8Format Fmt, DType D>
+void launch_rowwise(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices, std::int32_t margin,
+                    std::uint8_t* out, float* inv_scales, float* workspace, cudaStream_t s) {
+  if (slices == Fp8Slices::Rows) {
+    row_cast_kernel<Fmt, D><<<static_cast<unsigned>(rows), kThreads, 0, s>>>(src.data, cols, margin, out, inv_scales);
+    return;
+  }
+  const dim3 grid = column_grid(rows, cols);
+  const dim3 block(kColumnTile, kColumnRowThreads);
+  column_amax_kernel<D><<<grid, block, 0, s>>>(src.data, rows, cols, reinterpret_cast<unsigned int*>(workspace));
+  column_scale_kernel<<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      workspace, cols, Fp8Traits<Fmt>::kMax, margin, inv_scales);
+  column_cast_kernel<Fmt, D><<<grid, block, 0, s>>>(src.data, rows, cols, workspace, out);
+}
+
+template <Fp8Format Fmt>
+void launch_rowwise_for_dtype(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices,
+                              std::int32_t margin, std::uint8_t* out, float* inv_scales, float* workspace,
+                              cudaStream_t s) {
+  switch (src.dtype) {
+    case DType::Float32: launch_rowwise<Fmt, DType::Float32>(src, rows, cols, slices, margin, out, inv_scales, workspace, s); break;
+    case DType::BFloat16: launch_rowwise<Fmt, DType::BFloat16>(src, rows, cols, slices, margin, out, inv_scales, workspace, s); break;
+    case DType::Float16: launch_rowwise<Fmt, DType::Float16>(src, rows, cols, slices, margin, out, inv_scales, workspace, s); break;
+    case DType::Float64: break;  // refused by validate_fp8_source
+  }
+}
+
+}  // namespace
+
+void rowwise_cast(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices, Fp8Format format,
+                  std::int32_t margin, std::uint8_t* out, float* inv_scales, float* workspace, void* stream) {
+  static constexpr const char* kWho = "autocastgen::kernels::fp8::cuda::rowwise_cast";
+  validate_fp8_source(src, kWho);
+  if (rows < 0 || cols < 0 || rows * cols != src.numel) {
+    throw_invalid_argument(std::string(kWho) + ": rows * cols must equal the source's numel");
+  }
+  if (margin < 0 || margin > 64) throw_invalid_argument(std::string(kWho) + ": margin must be in [0, 64]");
+  if (src.numel == 0) return;
+  if (out == nullptr || inv_scales == nullptr || (slices == Fp8Slices::Columns && workspace == nullptr)) {
+    throw_invalid_argument(std::string(kWho) + ": null output or workspace pointer");
+  }
+  if (slices == Fp8Slices::Rows && rows > 0x7fffffff) throw_invalid_argument(std::string(kWho) + ": more than 2^31 - 1 rows");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (slices == Fp8Slices::Columns) {
+    const cudaError_t err = cudaMemsetAsync(workspace, 0, static_cast<std::size_t>(cols) * sizeof(float), s);
+    if (err != cudaSuccess) throw std::runtime_error(std::string(kWho) + ": cudaMemsetAsync failed: " + cudaGetErrorString(err));
+  }
+  format == Fp8Format::E4M3FN
+      ? launch_rowwise_for_dtype<Fp8Format::E4M3FN>(src, rows, cols, slices, margin, out, inv_scales, workspace, s)
+      : launch_rowwise_for_dtype<Fp8Format::E5M2>(src, rows, cols, slices, margin, out, inv_scales, workspace, s);
   check_launch(kWho);
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -78,6 +79,15 @@ class CpuPrimitives final : public Primitives {
     }
     return out;
   }
+  std::optional<Quantized> rowwise_cast(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8,
+                                       std::int32_t margin) const override {
+    Quantized q = rowwise_buffers(x, reduced_dim, fp8);
+    const k8::Fp8Slices slices = reduced_dim == 1 ? k8::Fp8Slices::Rows : k8::Fp8Slices::Columns;
+    k8::rowwise_cast_cpu(source_of(x), x.size(0), x.size(1), slices, format_of(fp8), margin,
+                         static_cast<std::uint8_t*>(q.data.mutable_data_ptr()), q.inv_scale.mutable_data_ptr<float>(),
+                         cpu_options());
+    return q;
+  }
   void delayed_update(DelayedState& state, const at::Tensor& amax, float fp8_max,
                       at::Tensor& pass_inv_scale) const override {
     const float used = host_float(state.scale);
@@ -95,21 +105,12 @@ class CpuPrimitives final : public Primitives {
 // They work on any device without a sync, are what one would write without our kernels, and give
 // the same bits as the fused kernels (tests/fp8 checks that on CPU): the benchmark's unfused
 // baseline and the tests' reference.
-at::Tensor aten_scale_rule(const at::Tensor& amax, float fp8_max, std::int32_t margin, const at::Tensor& fallback) {
-  const at::Tensor a = amax.to(at::kDouble);
-  at::Tensor s = at::div(at::scalar_tensor(static_cast<double>(fp8_max), a.options()), a);
-  if (margin > 0) s = s.mul(std::ldexp(1.0, -margin));
-  s = s.clamp_max(static_cast<double>(k8::kMaxScale)).to(at::kFloat);
-  s = at::where(a > 0, s, fallback.to(at::kFloat));
-  return at::where(at::isfinite(a), s, std::numeric_limits<float>::quiet_NaN());
-}
-
 class AtenPrimitives final : public Primitives {
  public:
   at::Tensor amax(const at::Tensor& x) const override { return x.abs().amax().to(at::kFloat); }
   void scale_from_amax(const at::Tensor& amax, float fp8_max, std::int32_t margin, at::Tensor& scale,
                        at::Tensor& inv_scale) const override {
-    scale.copy_(aten_scale_rule(amax, fp8_max, margin, at::ones({}, amax.options().dtype(at::kFloat))));
+    scale.copy_(aten_scale_from_amax(amax, fp8_max, margin, at::ones({}, amax.options().dtype(at::kFloat))));
     inv_scale.copy_(scale.reciprocal());
   }
   at::Tensor cast(const at::Tensor& x, const at::Tensor& scale, c10::ScalarType fp8,
@@ -127,7 +128,7 @@ class AtenPrimitives final : public Primitives {
     const at::Tensor window = state.amax_ring.narrow(0, 0, filled);
     const at::Tensor largest = at::where(at::isfinite(window), window, 0.0f).amax();
     const at::Tensor fallback = at::where(at::isfinite(used), used, 1.0f);
-    state.scale.copy_(aten_scale_rule(largest, fp8_max, state.margin, fallback));
+    state.scale.copy_(aten_scale_from_amax(largest, fp8_max, state.margin, fallback));
   }
 };
 
@@ -143,6 +144,31 @@ std::array<const Primitives*, kDeviceTypes>& fused_registry() {
 }
 
 }  // namespace
+
+// Note [unfused reference]: the scale rule in double, like k8::scale_from_amax.
+at::Tensor aten_scale_from_amax(const at::Tensor& amax, float fp8_max, std::int32_t margin, const at::Tensor& fallback) {
+  const at::Tensor a = amax.to(at::kDouble);
+  at::Tensor s = at::div(at::scalar_tensor(static_cast<double>(fp8_max), a.options()), a);
+  if (margin > 0) s = s.mul(std::ldexp(1.0, -margin));
+  s = s.clamp_max(static_cast<double>(k8::kMaxScale)).to(at::kFloat);
+  s = at::where(a > 0, s, fallback.to(at::kFloat));
+  return at::where(at::isfinite(a), s, std::numeric_limits<float>::quiet_NaN());
+}
+
+// k8::power_of_two_scale step by step: scale_from_amax (fallback 1), then round_down_to_power_of_two
+// (a finite scale's exponent bits; NaN kept).
+at::Tensor aten_power_of_two_scale(const at::Tensor& amax, float fp8_max, std::int32_t margin) {
+  const at::Tensor s = aten_scale_from_amax(amax, fp8_max, margin, at::ones({}, amax.options().dtype(at::kFloat)));
+  const at::Tensor pow2 = at::bitwise_and(s.view(at::kInt), static_cast<std::int64_t>(0x7f800000)).view(at::kFloat);
+  return at::where(at::isfinite(s), pow2, s);
+}
+
+Quantized rowwise_buffers(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8) {
+  TORCH_INTERNAL_ASSERT(x.dim() == 2 && (reduced_dim == 0 || reduced_dim == 1));
+  std::vector<std::int64_t> inv_sizes = x.sizes().vec();
+  inv_sizes[static_cast<std::size_t>(reduced_dim)] = 1;
+  return {at::empty(x.sizes(), x.options().dtype(fp8)), at::empty(inv_sizes, x.options().dtype(at::kFloat))};
+}
 
 k8::Fp8Format format_of(c10::ScalarType fp8) {
   if (fp8 == c10::ScalarType::Float8_e4m3fn) return k8::Fp8Format::E4M3FN;

@@ -59,7 +59,25 @@ class Primitives {
   // that beats PyTorch's strided copy (CUDA: Note [byte transpose] in kernels/fp8/cuda); nullopt
   // elsewhere, and the caller copies.
   [[nodiscard]] virtual std::optional<at::Tensor> transpose(const at::Tensor& /*rows*/) const { return std::nullopt; }
+  // Row-wise scales (Note [fp8 rowwise] in rowwise.cpp) in one fused kernel: x 2-D, the amax over
+  // reduced_dim (1: one scale per row, 0: one per column), data in x's shape and the inverse
+  // scales float32 in x's shape with reduced_dim 1 (rowwise_buffers), the bits of
+  // quantize_rows_with_ops. nullopt where the device has no such kernel (the ATen primitives).
+  [[nodiscard]] virtual std::optional<Quantized> rowwise_cast(const at::Tensor& /*x*/, std::int64_t /*reduced_dim*/,
+                                                              c10::ScalarType /*fp8*/, std::int32_t /*margin*/) const {
+    return std::nullopt;
+  }
 };
+
+// The uninitialised outputs of Primitives::rowwise_cast for x (2-D) on x's device.
+[[nodiscard]] Quantized rowwise_buffers(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8);
+
+// Note [unfused reference] in quantize.cpp: the scale rule (kernels::fp8::scale_from_amax) as
+// PyTorch ops on a float32 amax tensor of any shape, elementwise; and the row-wise rule built on it
+// (kernels::fp8::power_of_two_scale, Note [fp8 power-of-two scale]): the same two steps.
+[[nodiscard]] at::Tensor aten_scale_from_amax(const at::Tensor& amax, float fp8_max, std::int32_t margin,
+                                              const at::Tensor& fallback);
+[[nodiscard]] at::Tensor aten_power_of_two_scale(const at::Tensor& amax, float fp8_max, std::int32_t margin);
 
 // The fused kernels for a device type (CPU always; CUDA when this library was built with the
 // CUDA kernels), or the unfused ATen ops (`fused` false, or a device without fused kernels).

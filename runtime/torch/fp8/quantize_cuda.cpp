@@ -66,6 +66,18 @@ class CudaPrimitives final : public Primitives {
                               static_cast<std::uint8_t*>(out.mutable_data_ptr()), rows.size(0), rows.size(1), stream());
     return out;
   }
+  std::optional<Quantized> rowwise_cast(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8,
+                                       std::int32_t margin) const override {
+    const c10::cuda::CUDAGuard guard(x.device());
+    Quantized q = rowwise_buffers(x, reduced_dim, fp8);
+    const bool rows = reduced_dim == 1;
+    const at::Tensor workspace = rows ? at::Tensor() : at::empty({x.size(1)}, x.options().dtype(at::kFloat));
+    k8::cuda::rowwise_cast(source_of(x), x.size(0), x.size(1), rows ? k8::Fp8Slices::Rows : k8::Fp8Slices::Columns,
+                           format_of(fp8), margin, static_cast<std::uint8_t*>(q.data.mutable_data_ptr()),
+                           q.inv_scale.mutable_data_ptr<float>(),
+                           rows ? nullptr : workspace.mutable_data_ptr<float>(), stream());
+    return q;
+  }
 };
 
 // The device class of a measured fp8 decision (Note [fp8 selection]): name and capability.

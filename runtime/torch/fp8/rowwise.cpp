@@ -1,4 +1,4 @@
-// Row-wise fp8 GEMMs: per-row power-of-two scales, the autograd function, the op fp8_quantize_weight_rowwise.
+// Row-wise fp8 GEMMs: per-row power-of-two scales, the autograd function, the ops fp8_quantize_*rowwise.
 //
 // Note [fp8 rowwise]
 // The rowwise granularities give each GEMM operand one scale per slice along the GEMM's reduced
@@ -36,12 +36,21 @@
 // gradient is the bfloat16 product widened; a float16 or float32 output is rounded through
 // bfloat16 first). An addmm's add that is not a bias is added after the GEMM in float32.
 //
-// Quantisation with row-wise scales runs as PyTorch ops (abs, amax over a dimension, the scale
-// rule, the saturating cast) in eager and traced code alike, so aot_eager gives eager's bits and
-// Inductor fuses them; there is no fused kernel for it. Weights go through this thread's weight
-// cache (Note [fp8 weight cache]) with the reduced dimension in the key, so a weight's tensorwise copy
-// and its two row-wise copies are separate entries; under tracing through the op
-// fp8_quantize_weight_rowwise (Note [fp8 under tracing]).
+// Quantisation with row-wise scales: on real tensors (eager, and the kernels of the ops a compiled
+// graph calls) one fused kernel per operand and axis, Primitives::rowwise_cast (CPU and CUDA,
+// kernels/fp8; Note [fp8 rowwise kernels] in fp8_cuda.cu), an amax per slice, the scale and the
+// saturating cast in one launch (three per column on CUDA). Traced code (FakeTensors, functional
+// tensors, any dispatch mode, DTensor) records PyTorch ops instead (quantize_rows_with_ops: abs, amax
+// over a dimension, aten_power_of_two_scale, the saturating cast), which Inductor fuses into its
+// own kernels. The two must give the same bits, or aot_eager would differ from eager: the scale rule
+// is kernels::fp8::power_of_two_scale, and the ops form is built from the same two steps
+// (Note [fp8 power-of-two scale]); the cast is the tensorwise one (Note [fp8 cast]); and
+// tests/fp8/test_fp8_rowwise.py compares the two quantisers bit for bit through the op
+// fp8_quantize_rowwise (fused=True/False; CUDA in test_fp8_cuda.py). CallOptions::fused_kernels
+// false takes the ops in eager code too. Weights go through this thread's weight cache (Note [fp8
+// weight cache]) with the reduced dimension in the key, so a weight's tensorwise copy and its two
+// row-wise copies are separate entries; under tracing through the op fp8_quantize_weight_rowwise
+// (Note [fp8 under tracing]), whose kernel quantises fused.
 //
 // Under tensor parallel (DTensor operands met eagerly) the rowwise granularities are refused at the
 // support rule and run in the lower-precision dtype: a row's scale spans the reduced dimension, which
@@ -50,7 +59,7 @@
 // amax.
 #include "rowwise.h"
 
-#include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -63,7 +72,6 @@
 #include <torch/library.h>
 
 #include "autocastgen/kernels/fp8_element.h"
-#include "autocastgen/kernels/fp8_scale.h"
 #include "autocastgen/torch/compat.h"
 #include "operand.h"
 #include "weight_cache.h"
@@ -72,7 +80,7 @@ namespace autocastgen::fp8::detail {
 
 // The weight cache's row-wise copy of a real weight, computed now (the op's kernel and eager code).
 Quantized quantize_weight_rows_now(const at::Tensor& w, std::int64_t reduced_dim, c10::ScalarType fp8,
-                                   std::int64_t margin, bool cache);
+                                   std::int64_t margin, bool cache, bool fused);
 
 namespace {
 
@@ -80,23 +88,6 @@ namespace k8 = kernels::fp8;
 using ::torch::autograd::AutogradContext;
 using ::torch::autograd::variable_list;
 using Pair = std::tuple<at::Tensor, at::Tensor>;
-
-constexpr std::int64_t kExponentBits = 0x7F800000;
-
-// Note [fp8 rowwise]: 2^floor(log2(fp8_max / amax / 2^margin)) per element of `amax` (float32).
-at::Tensor power_of_two_scale(const at::Tensor& amax, double fp8_max, std::int64_t margin) {
-  const at::Tensor a = amax.to(at::kDouble);
-  at::Tensor s = at::div(at::scalar_tensor(fp8_max, a.options()), a);
-  if (margin > 0) s = s.mul(std::ldexp(1.0, static_cast<int>(-margin)));
-  s = s.clamp_max(static_cast<double>(k8::kMaxScale));
-  s = at::where(a > 0, s, 1.0).to(at::kFloat);
-  // A positive normal float32 (s >= fp8_max / FLT_MAX) rounded down to a power of two: its
-  // exponent bits alone. The rounding to float32 cannot carry s up to the next power of two: amax
-  // is a float32 and fp8_max a short mantissa, so s is at least 2^-23 (relative) below it.
-  s = at::where(at::isfinite(s), s, 1.0f);
-  const at::Tensor pow2 = at::bitwise_and(s.view(at::kInt), kExponentBits).view(at::kFloat);
-  return at::where(at::isfinite(a), pow2, std::numeric_limits<float>::quiet_NaN());
-}
 
 // Inverse scales with stride 1 in the last dimension, as _scaled_mm wants them.
 at::Tensor as_column(const at::Tensor& inv) { return inv.reshape({-1, 1}); }
@@ -142,12 +133,16 @@ at::Tensor rowwise_mm(const at::Tensor& a8, const at::Tensor& sa, const at::Tens
 
 // An operand with row-wise scales: a weight (or W.t()) through the cache, anything else now.
 Quantized operand_rows(const at::Tensor& t, std::int64_t reduced_dim, const Recipe& recipe, const CallOptions& options) {
-  if (is_weight(t)) return quantize_weight_rows(t, reduced_dim, recipe.forward_dtype, recipe.margin, options.cache_weights);
+  const bool fused = options.fused_kernels;
+  if (is_weight(t)) {
+    return quantize_weight_rows(t, reduced_dim, recipe.forward_dtype, recipe.margin, options.cache_weights, fused);
+  }
   if (const std::optional<at::Tensor> w = transposed_weight(t)) {
-    Quantized q = quantize_weight_rows(*w, 1 - reduced_dim, recipe.forward_dtype, recipe.margin, options.cache_weights);
+    Quantized q =
+        quantize_weight_rows(*w, 1 - reduced_dim, recipe.forward_dtype, recipe.margin, options.cache_weights, fused);
     return {q.data.t(), q.inv_scale.t()};
   }
-  return quantize_rows(t, reduced_dim, recipe.forward_dtype, recipe.margin);
+  return quantize_rows(t, reduced_dim, recipe.forward_dtype, recipe.margin, fused);
 }
 
 // Note [fp8 rowwise] for the autograd function; everything else as Note [fp8 autograd] in gemm.cpp.
@@ -212,7 +207,8 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
       if (gw_hp) {
         a_saved = a2.detach().to(spec.out_dtype);
       } else {
-        const Quantized q = quantize_rows(a2, 0, recipe.forward_dtype, recipe.margin);  // [1, K]
+        const Quantized q =
+            quantize_rows(a2, 0, recipe.forward_dtype, recipe.margin, spec.options.fused_kernels);  // [1, K]
         a_saved = q.data;
         inv_a_saved = q.inv_scale;
       }
@@ -234,6 +230,7 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
     }
     ctx->saved_data["backward_dtype"] = static_cast<std::int64_t>(recipe.backward_dtype);
     ctx->saved_data["margin"] = recipe.margin;
+    ctx->saved_data["fused"] = spec.options.fused_kernels;
     return out;
   }
 
@@ -247,6 +244,7 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
     const std::int64_t n = d.at("n").toInt();
     const auto fp8 = static_cast<c10::ScalarType>(d.at("backward_dtype").toInt());
     const std::int64_t margin = d.at("margin").toInt();
+    const bool fused = d.at("fused").toBool();
     const at::Tensor& g = grads[0];
     const at::Tensor g2 = linear ? g.reshape({-1, n}) : g;
 
@@ -255,7 +253,7 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
     at::Tensor grad_add;
     if (ctx->needs_input_grad(0)) {
       TORCH_CHECK(saved[0].defined(), "autocastgen fp8 rowwise: the input's gradient was not prepared in the forward");
-      const Quantized qg = quantize_rows(g2, 1, fp8, margin);  // [M, 1]
+      const Quantized qg = quantize_rows(g2, 1, fp8, margin, fused);  // [M, 1]
       const auto a_dtype = static_cast<c10::ScalarType>(d.at("a_dtype").toInt());
       grad_a = rowwise_mm(qg.data, times(qg.inv_scale, alpha), saved[0], saved[1], std::nullopt, false)
                    .to(a_dtype)
@@ -274,7 +272,7 @@ class Fp8RowwiseGemm : public ::torch::autograd::Function<Fp8RowwiseGemm> {
         if (alpha != 1.0) grad_b = grad_b * alpha;
         grad_b = grad_b.to(b_dtype);
       } else {
-        const Quantized qg = quantize_rows(g2, 0, fp8, margin);  // [1, N]
+        const Quantized qg = quantize_rows(g2, 0, fp8, margin, fused);  // [1, N]
         grad_b = linear ? rowwise_mm(qg.data.t(), times(as_column(qg.inv_scale), alpha), saved[2], saved[3],
                                      std::nullopt, false)
                         : rowwise_mm(saved[2].t(), times(as_column(saved[3]), alpha), qg.data, qg.inv_scale,
@@ -295,13 +293,19 @@ void check_reduced_dim(std::int64_t reduced_dim, const at::Tensor& x, const char
   TORCH_CHECK(reduced_dim == 0 || reduced_dim == 1, who, ": reduced_dim must be 0 or 1, got ", reduced_dim);
 }
 
+// What the fused row-wise kernels read: float32, bfloat16 or float16 (anything else takes the ops).
+bool rowwise_kernel_source(const at::Tensor& x) {
+  const c10::ScalarType t = x.scalar_type();
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
 // --- torch.ops.autocastgen.fp8_quantize_weight_rowwise ---------------------------------------------
 
 Pair quantize_weight_rowwise_op(const at::Tensor& weight, c10::ScalarType dtype, std::int64_t reduced_dim,
                                 std::int64_t margin, bool cache) {
   check_reduced_dim(reduced_dim, weight, "fp8_quantize_weight_rowwise");
   TORCH_CHECK(margin >= 0 && margin <= 64, "fp8_quantize_weight_rowwise: margin must be in [0, 64], got ", margin);
-  const Quantized q = quantize_weight_rows_now(weight, reduced_dim, dtype, margin, cache);
+  const Quantized q = quantize_weight_rows_now(weight, reduced_dim, dtype, margin, cache, /*fused=*/true);
   if (!cache) return {q.data, q.inv_scale};
   return {q.data.clone(), q.inv_scale.clone()};  // Note [fp8 op outputs are fresh]
 }
@@ -317,35 +321,81 @@ Pair quantize_weight_rowwise_meta(const at::Tensor& weight, c10::ScalarType dtyp
           at::empty_symint(inv_sizes, weight.options().dtype(at::kFloat))};
 }
 
+// --- torch.ops.autocastgen.fp8_quantize_rowwise (the two quantisers, for tests and benchmarks) -----
+
+void check_rowwise_op(const at::Tensor& x, std::int64_t reduced_dim, std::int64_t margin) {
+  check_reduced_dim(reduced_dim, x, "fp8_quantize_rowwise");
+  TORCH_CHECK(rowwise_kernel_source(x), "fp8_quantize_rowwise: cannot quantise a ", x.scalar_type(),
+              " tensor (float32, bfloat16 or float16 only)");
+  TORCH_CHECK(margin >= 0 && margin <= 64, "fp8_quantize_rowwise: margin must be in [0, 64], got ", margin);
+}
+
+Pair quantize_rowwise_op(const at::Tensor& x, c10::ScalarType dtype, std::int64_t reduced_dim, std::int64_t margin,
+                         bool fused) {
+  check_rowwise_op(x, reduced_dim, margin);
+  std::optional<Quantized> q;
+  if (fused && x.numel() > 0) {
+    q = primitives_for(x.device().type(), true)
+            .rowwise_cast(x.detach().contiguous(), reduced_dim, dtype, static_cast<std::int32_t>(margin));
+  }
+  if (!q) q = quantize_rows_with_ops(x, reduced_dim, dtype, margin);
+  return {std::move(q->data), std::move(q->inv_scale)};
+}
+
+Pair quantize_rowwise_meta(const at::Tensor& x, c10::ScalarType dtype, std::int64_t reduced_dim, std::int64_t margin,
+                           bool /*fused*/) {
+  check_rowwise_op(x, reduced_dim, margin);
+  (void)format_of(dtype);
+  std::vector<c10::SymInt> inv_sizes(x.sym_sizes().begin(), x.sym_sizes().end());
+  inv_sizes.at(static_cast<std::size_t>(reduced_dim)) = 1;
+  return {at::empty_symint(x.sym_sizes(), x.options().dtype(dtype)),
+          at::empty_symint(inv_sizes, x.options().dtype(at::kFloat))};
+}
+
 }  // namespace
 
-Quantized quantize_rows(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin) {
+Quantized quantize_rows_with_ops(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8,
+                                 std::int64_t margin) {
   check_reduced_dim(reduced_dim, x, "autocastgen fp8 rowwise");
   const NoAutocast no_autocast;
-  const double max = k8::fp8_max(format_of(fp8));
+  const float max = k8::fp8_max(format_of(fp8));
   const at::Tensor src = x.detach();
   const at::Tensor amax = src.abs().amax({reduced_dim}, /*keepdim=*/true).to(at::kFloat);
-  const at::Tensor scale = power_of_two_scale(amax, max, margin);
+  const at::Tensor scale = aten_power_of_two_scale(amax, max, static_cast<std::int32_t>(margin));
   at::Tensor data = (src.to(at::kFloat) * scale).clamp(-max, max).to(fp8).contiguous();
   return {std::move(data), scale.reciprocal()};
 }
 
+Quantized quantize_rows(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin,
+                        bool fused) {
+  check_reduced_dim(reduced_dim, x, "autocastgen fp8 rowwise");
+  // Note [fp8 rowwise], "Quantisation": the fused kernel on real tensors, the same bits as the ops.
+  if (fused && x.numel() > 0 && rowwise_kernel_source(x) && !traced(x)) {
+    if (std::optional<Quantized> q = primitives_for(x.device().type(), true)
+                                         .rowwise_cast(x.detach().contiguous(), reduced_dim, fp8,
+                                                       static_cast<std::int32_t>(margin))) {
+      return *std::move(q);
+    }
+  }
+  return quantize_rows_with_ops(x, reduced_dim, fp8, margin);
+}
+
 Quantized quantize_weight_rows_now(const at::Tensor& w, std::int64_t reduced_dim, c10::ScalarType fp8,
-                                   std::int64_t margin, bool cache) {
+                                   std::int64_t margin, bool cache, bool fused) {
   const WeightCacheKey key{w.unsafeGetTensorImpl(), fp8, Scaling::Current, static_cast<std::int32_t>(margin),
                            c10::InferenceMode::is_enabled(), static_cast<std::int8_t>(reduced_dim)};
   if (cache) {
     if (const Quantized* hit = find_cached_weight(key, w)) return *hit;
   }
   count_weight_quantization(w.device().type());
-  Quantized q = quantize_rows(w, reduced_dim, fp8, margin);
+  Quantized q = quantize_rows(w, reduced_dim, fp8, margin, fused);
   if (cache) cache_weight(key, w, q);
   return q;
 }
 
 Quantized quantize_weight_rows(const at::Tensor& w, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin,
-                               bool cache) {
-  if (!traced(w)) return quantize_weight_rows_now(w, reduced_dim, fp8, margin, cache);
+                               bool cache, bool fused) {
+  if (!traced(w)) return quantize_weight_rows_now(w, reduced_dim, fp8, margin, cache, fused);
   // Note [fp8 under tracing]: the trace records the op; its kernel runs the cache in the compiled step.
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("autocastgen::fp8_quantize_weight_rowwise", "")
@@ -366,17 +416,24 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   // cache: (fp8 data in the weight's shape; float32 1/scale with the weight's shape, reduced_dim 1).
   m.def("fp8_quantize_weight_rowwise(Tensor weight, ScalarType dtype, int reduced_dim, int margin=0, "
         "bool cache=True) -> (Tensor, Tensor)");
+  // Any 2-D tensor with row-wise scales, now: the fused kernel (fused=True, where the device has
+  // one) or the PyTorch ops the traced path records; both give the same bits (tests/fp8).
+  m.def("fp8_quantize_rowwise(Tensor x, ScalarType dtype, int reduced_dim, int margin=0, bool fused=True) "
+        "-> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(autocastgen, CompositeExplicitAutograd, m) {
   m.impl("fp8_quantize_weight_rowwise", TORCH_FN(autocastgen::fp8::detail::quantize_weight_rowwise_op));
+  m.impl("fp8_quantize_rowwise", TORCH_FN(autocastgen::fp8::detail::quantize_rowwise_op));
 }
 
 TORCH_LIBRARY_IMPL(autocastgen, Meta, m) {
   m.impl("fp8_quantize_weight_rowwise", TORCH_FN(autocastgen::fp8::detail::quantize_weight_rowwise_meta));
+  m.impl("fp8_quantize_rowwise", TORCH_FN(autocastgen::fp8::detail::quantize_rowwise_meta));
 }
 
 TORCH_LIBRARY_IMPL(autocastgen, Autograd, m) {
-  m.impl("fp8_quantize_weight_rowwise",
-         torch::CppFunction::makeFromBoxedFunction<&autocastgen::fp8::detail::below_autograd>());
+  for (const char* name : {"fp8_quantize_weight_rowwise", "fp8_quantize_rowwise"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&autocastgen::fp8::detail::below_autograd>());
+  }
 }

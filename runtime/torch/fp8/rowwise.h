@@ -30,12 +30,16 @@ struct RowwiseSpec {
 
 // x (2-D) in fp8 with one power-of-two scale per slice: the amax is taken over `reduced_dim`, so
 // the inverse scales have x's shape with that dimension 1 ([R, 1] for reduced_dim 1, [1, C] for 0).
-// PyTorch ops only (the same ops eager and traced).
+// The fused kernel where `fused`, x is a real tensor and the device has one; PyTorch ops otherwise
+// (Note [fp8 rowwise], "Quantisation": the same bits).
 [[nodiscard]] Quantized quantize_rows(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8,
-                                      std::int64_t margin);
+                                      std::int64_t margin, bool fused);
+// The same with PyTorch ops only: what traced code records.
+[[nodiscard]] Quantized quantize_rows_with_ops(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8,
+                                               std::int64_t margin);
 
 // The same for a weight through this thread's weight cache (keyed by reduced_dim too).
 [[nodiscard]] Quantized quantize_weight_rows(const at::Tensor& w, std::int64_t reduced_dim, c10::ScalarType fp8,
-                                             std::int64_t margin, bool cache);
+                                             std::int64_t margin, bool cache, bool fused);
 
 }  // namespace autocastgen::fp8::detail

@@ -147,6 +147,23 @@ AUTOCASTGEN_HD typename W::U quantize_element(typename W::F x, typename W::F sca
   return fp8_code<Fmt, W>(W::bits(W::fmul(x, scale)));
 }
 
+// Note [fp8 NaN scale]
+// A row-wise slice holding a NaN or an infinity has the scale NaN (Note [fp8 power-of-two scale]),
+// and every product x * NaN is NaN. Which NaN is not fixed by IEEE when x is a NaN too: x86's
+// multiply returns its first operand's, so the sign could depend on the compiler's operand order.
+// PyTorch's ops give the scale's NaN (positive) on the CPU, and a GPU gives its canonical positive
+// NaN, so such a slice is cast to the positive NaN code 0x7f throughout (both formats' NaN), and
+// the kernels write that code instead of relying on the multiply.
+inline constexpr std::uint8_t kNanScaleCode = 0x7f;
+
+// The element of a slice cast with `scale`: the fused element, or kNanScaleCode for a NaN scale.
+template <Fp8Format Fmt>
+AUTOCASTGEN_HD std::uint8_t quantize_slice_element(float x, float scale) {
+  std::uint32_t unused = 0;
+  return is_finite_float(scale) ? static_cast<std::uint8_t>(quantize_element<Fmt, false, ScalarWords>(x, scale, unused))
+                                : kNanScaleCode;
+}
+
 // One element, host or device: the fp8 code of the saturating cast of x.
 AUTOCASTGEN_HD std::uint8_t float_to_fp8(float x, Fp8Format f) {
   return static_cast<std::uint8_t>(f == Fp8Format::E4M3FN

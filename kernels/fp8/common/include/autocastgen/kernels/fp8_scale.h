@@ -37,6 +37,27 @@ AUTOCASTGEN_HD float scale_from_amax(float amax, float fp8_max, std::int32_t mar
 // What the GEMM multiplies by: 1/scale, rounded to float (as torchao passes scale.reciprocal()).
 AUTOCASTGEN_HD float inverse_scale(float scale) { return 1.0f / scale; }
 
+// Note [fp8 power-of-two scale]
+// Row-wise scales (Note [fp8 rowwise] in runtime/torch/fp8/rowwise.cpp) are powers of two, so that
+// dequantising (x8 * 1/scale) is exact: the scale rule above (fallback 1), then rounded down to a
+// power of two by keeping the float's exponent bits, i.e. 2^floor(log2(scale)):
+//  - a normal scale keeps its exponent (exact: no rounding happens);
+//  - a scale that underflowed to a float32 subnormal or zero (margin near 64 with a tiny fp8_max /
+//    amax) becomes +0, and its inverse +inf; no recipe meets this, but every path agrees on it;
+//  - NaN (a non-finite amax) stays the canonical NaN scale_from_amax returns.
+// The rounding to float32 cannot carry a scale up to the next power of two: amax is a float32 and
+// fp8_max has a short mantissa, so fp8_max / amax is never within 2^-24 (relative) below one.
+// The PyTorch-ops form of this rule (runtime/torch/fp8/quantize.cpp, aten_power_of_two_scale) is
+// built from the same two steps, the ops form of scale_from_amax and the same bit mask, and the
+// tests compare the fused row-wise kernels with it bit for bit.
+AUTOCASTGEN_HD float round_down_to_power_of_two(float scale) {
+  return is_finite_float(scale) ? float_of(bits_of(scale) & 0x7f800000u) : scale;
+}
+
+AUTOCASTGEN_HD float power_of_two_scale(float amax, float fp8_max, std::int32_t margin) {
+  return round_down_to_power_of_two(scale_from_amax(amax, fp8_max, margin, 1.0f));
+}
+
 // Note [delayed scaling]
 // Delayed scaling (Transformer Engine's recipe) casts a tensor with a scale derived from the
 // amaxes of its previous casts and records this cast's amax in the same pass. The history is a

@@ -16,6 +16,10 @@ struct Fp8Source {
   DType dtype = DType::Float32;
 };
 
+// Which slices of a row-major rows x cols matrix get one row-wise scale each: every row (the amax
+// over the columns, `rows` scales) or every column (the amax over the rows, `cols` scales).
+enum class Fp8Slices : std::uint8_t { Rows, Columns };
+
 // Throws std::invalid_argument (naming `who`) for another dtype, a negative numel, or a null or
 // misaligned pointer with numel > 0.
 inline void validate_fp8_source(const Fp8Source& src, const char* who) {

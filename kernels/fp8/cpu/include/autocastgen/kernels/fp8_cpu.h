@@ -1,4 +1,4 @@
-// CPU fp8 quantisation kernels: amax, fused scale + saturating cast, and both in one pass.
+// CPU fp8 quantisation kernels: amax, fused scale + saturating cast, both in one pass, and row-wise scales.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,16 @@ void scale_cast_cpu(const Fp8Source& src, float scale, Fp8Format format, std::ui
 // Note [delayed scaling] in fp8_scale.h). Returns that amax.
 float scale_cast_amax_cpu(const Fp8Source& src, float scale, Fp8Format format, std::uint8_t* out,
                           const Fp8CpuOptions& options = {});
+
+// Row-wise scales (Note [fp8 power-of-two scale] in fp8_scale.h): a row-major rows x cols matrix
+// (src.numel == rows * cols) with one power-of-two scale per slice (Fp8Slices in fp8_source.h):
+// out gets rows * cols codes of x * scale saturated (Note [fp8 cast]), inv_scales one 1/scale per
+// slice (NaN for a slice holding a NaN or an infinity; 1 for an all-zero one). Rows run the span
+// loops above row by row; columns go in blocks of 128, each a pass over all rows for the amax and
+// one for the cast (per-column span loops, AVX2 where the CPU has it).
+void rowwise_cast_cpu(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices,
+                      Fp8Format format, std::int32_t margin, std::uint8_t* out, float* inv_scales,
+                      const Fp8CpuOptions& options = {});
 
 // Elements per piece the CPU workers take one at a time.
 inline constexpr std::int64_t kFp8CpuPieceElements = 65536;

@@ -35,6 +35,12 @@ void delayed_update(float* amax_ring, std::int32_t length, std::int32_t next, st
                     const float* amax, float* scale, float* pass_inv_scale, float fp8_max, std::int32_t margin,
                     void* stream);
 
+// Row-wise scales, as rowwise_cast_cpu in fp8_cpu.h (the same bits; Note [fp8 rowwise kernels] in
+// fp8_cuda.cu): out gets rows * cols codes, inv_scales one float per slice. For Fp8Slices::Columns
+// `workspace` holds cols floats (the column amaxes, then the scales); for Rows it may be null.
+void rowwise_cast(const Fp8Source& src, std::int64_t rows, std::int64_t cols, Fp8Slices slices, Fp8Format format,
+                  std::int32_t margin, std::uint8_t* out, float* inv_scales, float* workspace, void* stream);
+
 // dst[j * rows + i] = src[i * cols + j]: the transpose of a row-major rows x cols matrix of bytes
 // (fp8 codes), row-major cols x rows. Both dimensions must be multiples of 4 and both pointers
 // 4-byte aligned (fp8 GEMM operands: dimensions multiples of 16). The fp8 GEMM needs its left

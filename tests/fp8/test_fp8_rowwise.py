@@ -3,7 +3,7 @@ runtime/torch/fp8/rowwise.cpp) on the CPU: the output and every gradient bit for
 reference written here with plain PyTorch ops, rowwise more accurate than tensorwise on rows with
 outliers, rowwise_with_gw_hp's weight gradient equal to the bfloat16 one, the weight cache's separate
 copies, runtime policy files (and their located errors), torch.compile (aot_eager bit for bit,
-fullgraph), opcheck of fp8_quantize_weight_rowwise and fp8_quantize_rowwise, and the fused
+fullgraph; the quantiser op also under Inductor), opcheck of fp8_quantize_weight_rowwise and fp8_quantize_rowwise, and the fused
 row-wise quantiser bit for bit against the PyTorch ops it replaces in eager code.
 """
 from __future__ import annotations
@@ -283,6 +283,24 @@ def test_opcheck_quantize_rowwise(ops):
         ops.fp8_quantize_rowwise(act(4, 4), E4M3, 2)
     with pytest.raises(RuntimeError, match="float32, bfloat16 or float16 only"):
         ops.fp8_quantize_rowwise(act(4, 4, dtype=torch.float64), E4M3, 1)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_quantize_rowwise_compiled_equals_eager(ops, backend):
+    """The op in a compiled graph (fullgraph): its fake kernel traces, and the graph calls the fused
+    kernel on real tensors, so both backends give eager's bits."""
+    import torch._inductor.config
+
+    def both_axes(x):
+        return ops.fp8_quantize_rowwise(x, E4M3, 1), ops.fp8_quantize_rowwise(x, E4M3, 0, 2)
+
+    x = act(32, 64, dtype=torch.bfloat16)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        torch._dynamo.reset()
+        got = torch.compile(both_axes, backend=backend, fullgraph=True)(x)
+        torch._dynamo.reset()
+    for g, w in zip(got, both_axes(x)):
+        assert_same_bits(g, w)
 
 
 @pytest.mark.parametrize("recipe", [ROWWISE, GW_HP], ids=["rowwise", "gw_hp"])

@@ -66,6 +66,39 @@ struct Codes<8> {
   using T = uint2;
 };
 
+// One 16-byte vector of the source: its elements' magnitudes folded into `acc`, and its elements
+// quantised with `scale` into kPer packed codes (with kAmax, also folding magnitudes into `acc`).
+template <DType D>
+__device__ __forceinline__ std::uint32_t vector_amax(const uint4 raw, std::uint32_t acc) {
+  using W = ScalarWords;
+  Vector<typename Storage<D>::T> x;
+  x.raw = raw;
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(16 / sizeof(typename Storage<D>::T)); ++k) {
+    acc = W::max(acc, magnitude_bits<W>(widen_element<D>(x.elements, k)));
+  }
+  return acc;
+}
+
+template <Fp8Format Fmt, bool kAmax, DType D>
+__device__ __forceinline__ typename Codes<16 / sizeof(typename Storage<D>::T)>::T vector_codes(const uint4 raw, float scale,
+                                                                                              std::uint32_t& acc) {
+  using S = typename Storage<D>::T;
+  constexpr int kPer = 16 / sizeof(S);
+  Vector<S> x;
+  x.raw = raw;
+  union {
+    typename Codes<kPer>::T packed;
+    std::uint8_t bytes[kPer];
+  } codes;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    codes.bytes[k] =
+        static_cast<std::uint8_t>(quantize_element<Fmt, kAmax, ScalarWords>(widen_element<D>(x.elements, k), scale, acc));
+  }
+  return codes.packed;
+}
+
 // The source is read 16 bytes at a time when both it and the output are aligned for that (always,
 // for tensors from PyTorch's allocators; then the scalar loop only takes the tail).
 template <DType D>
@@ -80,12 +113,7 @@ __global__ void __launch_bounds__(kThreads) amax_kernel(const void* src, std::in
   if ((reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
     const std::int64_t vectors = n / kPer;
     const uint4* pv = static_cast<const uint4*>(src);
-    for (std::int64_t v = tid; v < vectors; v += stride) {
-      Vector<S> x;
-      x.raw = pv[v];
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) acc = W::max(acc, magnitude_bits<W>(widen_element<D>(x.elements, k)));
-    }
+    for (std::int64_t v = tid; v < vectors; v += stride) acc = vector_amax<D>(pv[v], acc);
     scalar_begin = vectors * kPer;
   }
   for (std::int64_t i = scalar_begin + tid; i < n; i += stride) {
@@ -110,19 +138,7 @@ __global__ void __launch_bounds__(kThreads) cast_kernel(const void* src, std::in
     const std::int64_t vectors = n / kPer;
     const uint4* pv = static_cast<const uint4*>(src);
     C* po = reinterpret_cast<C*>(out);
-    for (std::int64_t v = tid; v < vectors; v += stride) {
-      Vector<S> x;
-      x.raw = pv[v];
-      union {
-        C packed;
-        std::uint8_t bytes[kPer];
-      } codes;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        codes.bytes[k] = static_cast<std::uint8_t>(quantize_element<Fmt, kAmax, W>(widen_element<D>(x.elements, k), scale, acc));
-      }
-      po[v] = codes.packed;
-    }
+    for (std::int64_t v = tid; v < vectors; v += stride) po[v] = vector_codes<Fmt, kAmax, D>(pv[v], scale, acc);
     scalar_begin = vectors * kPer;
   }
   for (std::int64_t i = scalar_begin + tid; i < n; i += stride) {
@@ -278,12 +294,7 @@ __global__ void __launch_bounds__(kThreads) row_cast_kernel(const void* src, std
   const uint4* pv = reinterpret_cast<const uint4*>(x);
 
   std::uint32_t acc = 0;
-  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) {
-    Vector<S> e;
-    e.raw = pv[v];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) acc = W::max(acc, magnitude_bits<W>(widen_element<D>(e.elements, k)));
-  }
+  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) acc = vector_amax<D>(pv[v], acc);
   for (std::int64_t i = vectors * kPer + threadIdx.x; i < cols; i += kThreads) {
     acc = W::max(acc, magnitude_bits<W>(widen_element<D>(x, i)));
   }
@@ -303,19 +314,7 @@ __global__ void __launch_bounds__(kThreads) row_cast_kernel(const void* src, std
 
   std::uint32_t unused = 0;
   C* po = reinterpret_cast<C*>(o);
-  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) {
-    Vector<S> e;
-    e.raw = pv[v];
-    union {
-      C packed;
-      std::uint8_t bytes[kPer];
-    } codes;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      codes.bytes[k] = static_cast<std::uint8_t>(quantize_element<Fmt, false, W>(widen_element<D>(e.elements, k), scale, unused));
-    }
-    po[v] = codes.packed;
-  }
+  for (std::int64_t v = threadIdx.x; v < vectors; v += kThreads) po[v] = vector_codes<Fmt, false, D>(pv[v], scale, unused);
   for (std::int64_t i = vectors * kPer + threadIdx.x; i < cols; i += kThreads) {
     o[i] = static_cast<std::uint8_t>(quantize_element<Fmt, false, W>(widen_element<D>(x, i), scale, unused));
   }

@@ -195,6 +195,52 @@ def test_measured_keeps_the_faster_and_its_file(times, chooses_fp8, monkeypatch,
     assert (read["fp8"], read["source"], read["m"], read["k"], read["n"]) == (chooses_fp8, "file", 32, 64, 48)
 
 
+DELAYED = """\
+autocast:
+  device: cpu
+  lower_precision: [bfloat16]
+  fp8: {{scaling: delayed, amax_history_len: 4, margin: 1, select: {select}}}
+lists:
+  fp8: [linear, mm, addmm]
+"""
+
+
+def steps_with(policy, count=3):
+    """Forward and gradients of `count` steps of one model whose weights change between steps, so
+    that delayed scaling's history (per weight) takes part: a step's scale is the earlier steps'."""
+    autocastgen.clear_runtime_policies()
+    if policy is not None:
+        autocastgen.load_policy(policy)
+    torch.ops.autocastgen.fp8_clear_weight_cache("cpu")
+    model = Model()
+    results = []
+    for step in range(count):
+        x = torch.randn(32, 64, generator=torch.Generator().manual_seed(10 + step), requires_grad=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model(x)
+        y.float().square().mean().backward()
+        results.append([y.detach(), x.grad, *(p.grad.clone() for p in model.parameters())])
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.5 * p.grad
+                p.grad = None
+    return results
+
+
+@pytest.mark.parametrize("times, chooses_fp8", [("1,2", True), ("2,1", False)], ids=["fp8", "lower"])
+def test_measured_with_delayed_scaling(times, chooses_fp8, monkeypatch):
+    """A chosen GEMM runs delayed scaling exactly as select: all does, step after step (its history
+    advances alike); one not chosen runs the lower precision bit for bit."""
+    monkeypatch.setenv(TIMES, times)
+    got = steps_with(DELAYED.format(select="measured"))
+    monkeypatch.delenv(TIMES)
+    want = steps_with(DELAYED.format(select="all") if chooses_fp8 else None)
+    other = steps_with(None if chooses_fp8 else DELAYED.format(select="all"))
+    for step, (g, w, o) in enumerate(zip(got, want, other, strict=True)):
+        assert same(g, w), f"step {step}"
+        assert not same(g, o), f"step {step}: the two references agree, the test proves nothing"
+
+
 def test_measured_classes_by_tokens_rounded_and_by_direction(monkeypatch):
     monkeypatch.setenv(TIMES, "1,2")
     load("measured")

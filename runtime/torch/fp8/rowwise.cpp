@@ -47,8 +47,8 @@
 // (Note [fp8 power-of-two scale]); the cast is the tensorwise one (Note [fp8 cast]); and
 // tests/fp8/test_fp8_rowwise.py compares the two quantisers bit for bit through the op
 // fp8_quantize_rowwise (fused=True/False; CUDA in test_fp8_cuda.py). CallOptions::fused_kernels
-// false takes the ops in eager code too; on CUDA the GEMMs take the ops until the kernels have run on
-// a GPU (Note [unverified rowwise kernels]). Weights go through this thread's weight cache (Note [fp8
+// false takes the ops in eager code too. The CUDA kernels were checked bit for bit against the ops on
+// an H100 (tests/fp8/test_fp8_cuda.py, 2026-11-27). Weights go through this thread's weight cache (Note [fp8
 // weight cache]) with the reduced dimension in the key, so a weight's tensorwise copy and its two
 // row-wise copies are separate entries; under tracing through the op fp8_quantize_weight_rowwise
 // (Note [fp8 under tracing]), whose kernel quantises fused.
@@ -60,9 +60,7 @@
 // amax.
 #include "rowwise.h"
 
-#include <cstdlib>
 #include <optional>
-#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -369,30 +367,11 @@ Quantized quantize_rows_with_ops(const at::Tensor& x, std::int64_t reduced_dim, 
   return {std::move(data), scale.reciprocal()};
 }
 
-namespace {
-
-// Note [unverified rowwise kernels]
-// The CUDA row-wise kernels were written and compiled without a GPU (2026-11-27): nothing has run
-// them yet. Until the GPU check (scripts/gpu-check, which sets AUTOCASTGEN_FP8_ROWWISE_KERNEL=1) has
-// compared them with the ops on a device, the GEMMs quantise with the ops on every device but the
-// CPU, whose kernels the tests compare bit for bit; AUTOCASTGEN_FP8_ROWWISE_KERNEL=1 opts in. The
-// op fp8_quantize_rowwise(fused=True) always runs the device's kernel (what the GPU tests compare).
-bool gemms_use_rowwise_kernel(c10::DeviceType device) {
-  if (device == c10::DeviceType::CPU) return true;
-  static const bool opted_in = [] {
-    const char* value = std::getenv("AUTOCASTGEN_FP8_ROWWISE_KERNEL");
-    return value != nullptr && std::string_view(value) == "1";
-  }();
-  return opted_in;
-}
-
-}  // namespace
-
 Quantized quantize_rows(const at::Tensor& x, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin,
                         bool fused) {
   check_reduced_dim(reduced_dim, x, "autocastgen fp8 rowwise");
   // Note [fp8 rowwise], "Quantisation": the fused kernel on real tensors, the same bits as the ops.
-  if (fused && x.numel() > 0 && rowwise_kernel_source(x) && !traced(x) && gemms_use_rowwise_kernel(x.device().type())) {
+  if (fused && x.numel() > 0 && rowwise_kernel_source(x) && !traced(x)) {
     if (std::optional<Quantized> q = primitives_for(x.device().type(), true)
                                          .rowwise_cast(x.detach().contiguous(), reduced_dim, fp8,
                                                        static_cast<std::int32_t>(margin))) {

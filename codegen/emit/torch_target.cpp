@@ -11,6 +11,7 @@
 
 #include "emit/policy_json.h"
 #include "emit/torch_signature.h"
+#include "host/hash.h"
 #include "policy/resolver.h"
 
 #ifndef AUTOCASTGEN_VERSION
@@ -455,6 +456,10 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   }
   data.set("generated_by", generated_by(options));
   data.set("input_digests", fmt::format("{}", fmt::join(digests, " ")));
+  // What the library does (Note [policies in the trace key] in the runtime's state/traced.cpp).
+  const std::string identity =
+      sha256_hex(fmt::format("{}\n{} {}\n{}", generated_by(options), spelling(options.state), options.name, policy.behaviour_str()))
+          .substr(0, 32);
   data.set("inputs", inputs);
   data.set("device", policy.device);
   data.set("device_type", torch_device_type(policy.device));
@@ -519,6 +524,7 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     data.set("summary", options.shards > 1 ? fmt::format("{}; shard {} of {}: {}", summary, shard + 1, shards, contents) : summary);
     // What exists once per library lives in shard 1.
     data.set("fallthrough", options.fallthrough && first_shard);
+    data.set("identity", first_shard ? mustache::data(identity) : mustache::data(false));
     // Note [claiming the key]: a library with autocastgen's own state owns its key.
     mustache::data claim;
     claim.set("namespaces", all_namespaces);

@@ -51,6 +51,20 @@ size_t ResolvedPolicy::count(PolicyKind policy) const {
       std::count_if(entries.begin(), entries.end(), [&](const ResolvedEntry& e) { return e.policy == policy; }));
 }
 
+std::string ResolvedPolicy::behaviour_str() const {
+  std::string text = fmt::format("{} {} [{}]", device, dispatch_key, fmt::join(lower_precision, ","));
+  if (fp8) text += " fp8 " + fp8->str();
+  text += " sections " + sections_str(sections);
+  // By overload: the order of different overloads says nothing, that of one overload's entries
+  // (its rules, the first that matches wins) does.
+  std::vector<const ResolvedEntry*> ordered;
+  for (const ResolvedEntry& entry : entries) ordered.push_back(&entry);
+  std::stable_sort(ordered.begin(), ordered.end(), [](const ResolvedEntry* a, const ResolvedEntry* b) { return a->op < b->op; });
+  for (const ResolvedEntry* entry : ordered)
+    text += fmt::format("\n{} {} {} {} {}", entry->op, spelling(entry->policy), entry->redispatch_op, entry->rule.str(), entry->message);
+  return text;
+}
+
 size_t ResolvedPolicy::overload_count() const {
   size_t count = 0;
   for (size_t i = 0; i < entries.size(); ++i)

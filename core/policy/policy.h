@@ -314,6 +314,10 @@ struct ResolvedPolicy {
   [[nodiscard]] size_t count(PolicyKind policy) const;  // entries of that policy
   // Distinct overloads: fewer than entries when precision rules give one several.
   [[nodiscard]] size_t overload_count() const;
+  // What the policy makes autocast do, as text: equal for equal behaviour, whatever file, comments
+  // or order of keys it was read from. It names the policies compiled graphs were traced with
+  // (Note [policies in the trace key] in the runtime's state/traced.cpp).
+  [[nodiscard]] std::string behaviour_str() const;
   // The policies reports count: the six, and fp8 when the policy has an fp8 list or recipe.
   [[nodiscard]] std::vector<PolicyKind> reported_kinds() const;
   // The first entry of an overload (by ResolvedEntry::op); an overload with precision rules may

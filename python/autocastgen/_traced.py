@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -92,6 +93,20 @@ def note_read() -> bool:
         torch._guards.Guard(GlobalStateSource(), functools.partial(_install_guard, expected))
     )
     return True
+
+
+def forget_compiled_graphs() -> None:
+    """Drops the code Dynamo compiled in this process: a policy was loaded or cleared.
+
+    Note [policies in the trace key] (runtime/torch/state/traced.cpp): a graph holds the casts of the
+    policies in force when it was traced. Graphs that reached a wrapper are guarded on them; those
+    that reached none (PyTorch's kernels, or ops a new policy now takes over) are not, so every
+    compiled frame traces again at its next call. Before torch._dynamo is imported nothing was
+    compiled (the package does not import it).
+    """
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is not None:
+        dynamo.reset_code_caches()
 
 
 def _frames() -> list[tuple[int, int, str]]:

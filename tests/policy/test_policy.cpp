@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -93,6 +94,41 @@ lists:
   EXPECT_EQ(append.redispatch->name().display(), "norm.ScalarOpt_dtype");  // Scalar p widens to Scalar? p
   EXPECT_EQ(policy->entries.back().message, "use the logits form");
   EXPECT_EQ(diagnostics(), "");
+}
+
+// behaviour_str names the policies compiled graphs were traced with (Note [policies in the trace
+// key]): equal for a file that says the same in other words, different for any change of effect.
+TEST_F(PolicyTest, BehaviourTextIsEqualExactlyForEqualBehaviour) {
+  const std::string base = "autocast:\n  device: cpu\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log]\n";
+  write("a.yaml", base);
+  write("same.yaml", "# the same policy, spelled otherwise\nlists: {fp32: [log], lower_precision_fp: [mm]}\n"
+                     "autocast: {device: cpu}\n");
+  write("base.yaml", "autocast: {device: cpu}\nlists:\n  lower_precision_fp: [mm]\n");
+  write("derived.yaml", "extends: base.yaml\nlists:\n  fp32: [log]\n");
+  const std::vector<std::pair<std::string, std::string>> others = {
+      {"kind", "autocast:\n  device: cpu\nlists:\n  fp32: [mm, log]\n"},
+      {"dtypes", "autocast:\n  device: cpu\n  lower_precision: [float16]\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log]\n"},
+      {"device", "autocast:\n  device: cuda\nlists:\n  lower_precision_fp: [mm]\n  fp32: [log]\n"},
+      {"rule", base + "  promote: [cat]\n"},
+      {"condition", "autocast:\n  device: cpu\nlists:\n  lower_precision_fp: [{op: mm, dtypes: [float16]}]\n  fp32: [log]\n"},
+      {"section", base + "modules:\n  head: fp32\n"},
+      {"fp8", "autocast:\n  device: cpu\n  fp8: {scaling: current}\nlists:\n  fp8: [mm]\n  fp32: [log]\n"},
+      {"fp8 recipe", "autocast:\n  device: cpu\n  fp8: {scaling: current, select: auto}\nlists:\n  fp8: [mm]\n  fp32: [log]\n"},
+  };
+  auto a = resolve("a.yaml");
+  ASSERT_TRUE(a) << diagnostics();
+  for (const char* same : {"same.yaml", "derived.yaml"}) {
+    auto b = resolve(same);
+    ASSERT_TRUE(b) << diagnostics();
+    EXPECT_EQ(a->behaviour_str(), b->behaviour_str()) << same;
+  }
+  std::set<std::string> seen = {a->behaviour_str()};
+  for (const auto& [what, text] : others) {
+    write(what + ".yaml", text);
+    auto other = resolve(what + ".yaml");
+    ASSERT_TRUE(other) << what << ": " << diagnostics();
+    EXPECT_TRUE(seen.insert(other->behaviour_str()).second) << what << " behaves as an earlier policy:\n" << other->behaviour_str();
+  }
 }
 
 TEST_F(PolicyTest, GlobExpandsToEligibleOverloadsOnly) {

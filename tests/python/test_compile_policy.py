@@ -116,6 +116,29 @@ def test_second_call_and_new_process_load_from_the_cache(compiled, files):
     assert metadata["built_by"]["pid"] == os.getpid()
 
 
+def test_a_function_compiled_before_the_library_loads_uses_it_after(compiled, files):
+    # Note [policies in the trace key]: loading a compiled policy drops Dynamo's code, and the
+    # library's own digest joins the key, so the graph traced with PyTorch's kernel is not reused.
+    script = DEFINE_OPS + textwrap.dedent(f"""\
+        import json, sys
+        sys.path.insert(0, {str(BUILD / "python")!r})
+        import autocastgen
+        from autocastgen import _traced
+        a, b = torch.randn(4, 4), torch.randn(4, 4)
+        product = torch.compile(lambda a, b: torch.mm(a, b) + 1, backend="aot_eager", fullgraph=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            before, key = product(a, b), _traced.trace_key()
+            autocastgen.compile_policy({str(files["policy"])!r}, schemas=[{str(native_functions())!r}, {str(files["ops"])!r}])
+            after, want = product(a, b), torch.mm(a, b) + 1
+        print(json.dumps({{"before": str(before.dtype), "after": str(after.dtype), "equal": torch.equal(after, want),
+                          "key_changed": _traced.trace_key() != key}}))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"before": "torch.bfloat16", "after": "torch.float32",
+                                                         "equal": True, "key_changed": True}
+
+
 def test_compiler_failure_names_the_log(compiled, files, monkeypatch, capsys):
     broken = files["root"] / "broken-cxx"
     broken.write_text('#!/bin/sh\nexec c++ -include /nonexistent/acg_broken.h "$@"\n')

@@ -59,6 +59,8 @@ FallthroughRegistration::FallthroughRegistration(c10::DispatchKey key) {
 
 FallthroughRegistration::~FallthroughRegistration() = default;
 
+GeneratedLibraryNote::GeneratedLibraryNote(const char* identity) { ::autocastgen::detail::note_generated_library(identity); }
+
 DispatchKeyClaim::DispatchKeyClaim(c10::DispatchKey key, std::initializer_list<std::string_view> listed_ops) {
   const std::set<std::string_view> listed(listed_ops.begin(), listed_ops.end());
   std::map<std::string, std::vector<std::string>> unlisted;  // namespace -> `name[.overload]`

@@ -498,6 +498,7 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
   const size_t count = specs.size();
   const std::string key = specs.empty() ? std::string() : c10::str(specs.front().key);
   const std::vector<std::string> replaced = Registry::get().install(std::move(specs));
+  detail::note_runtime_policy_installed(resolved.behaviour_str());
   // Note [quiet by default] in insight/log.h: said once per load, the ops on request.
   if (!replaced.empty()) {
     const bool to_python = !g_loading_environment_policy;
@@ -607,7 +608,10 @@ size_t load_runtime_policy_file(const std::string& path, const std::string& name
   return install(*resolved, where, name.empty() ? display_path(path) : name);
 }
 
-void clear_runtime_policies() { Registry::get().clear(); }
+void clear_runtime_policies() {
+  Registry::get().clear();
+  detail::note_runtime_policies_cleared();
+}
 
 namespace {
 

@@ -7,6 +7,7 @@
 #include <ATen/core/operator_name.h>
 
 #include <string>
+#include <string_view>
 
 #include "autocastgen/runtime/state.h"
 
@@ -26,6 +27,14 @@ bool is_traced(const at::Tensor& tensor);
 // Called by every driver call (wrapper_trace): while tracing, tells the Python package that the
 // graph being traced depends on the autocast state and on the insight switches (traced.cpp).
 void note_driver_call_if_traced();
+
+// Note [policies in the trace key] (traced.cpp): what decides the wrappers' casts besides the
+// state. A runtime policy's load or registration folds `description` (its resolved entries,
+// sections and recipe) into the key; a clear drops every runtime policy's part; a generated
+// library adds its `identity` (its inputs' digests) while it is loaded.
+void note_runtime_policy_installed(std::string_view description);
+void note_runtime_policies_cleared();
+void note_generated_library(std::string_view identity);
 
 }  // namespace autocastgen::detail
 

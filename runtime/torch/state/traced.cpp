@@ -1,10 +1,13 @@
 // What the runtime does while torch.compile traces (docs/compile.md): it tells the Python package
 // which reads a graph depends on, and gives it the key its guards compare.
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -61,11 +64,62 @@ void note_driver_call_if_traced() {
   t_compiling = call_python<bool>("autocastgen::trace_note_read").value_or(false);
 }
 
+// Note [policies in the trace key]
+// A traced graph holds the casts of the policies in force when it was traced: loading another
+// runtime policy (or a generated library) after compiling must not reuse it, in this process
+// (Dynamo's guards) or in the next one (AOTAutograd's cache looks graphs up by a key that holds
+// Dynamo's graph, the same for any policy, and the trace key: Note [the state in compile cache
+// keys] in python/autocastgen/_traced.py). So the key names the policies by content, not by a
+// counter another process would repeat: a 64-bit FNV-1a digest over the descriptions of the
+// runtime policies installed since the last clear, in order (the same loads give the same key;
+// other loads that end in the same table only trace again), and one over the identities of the
+// generated libraries loaded, in any order. Not a cryptographic hash: the runtime would link
+// libcrypto for it, and the key only tells policy sets apart. Frames that reached no wrapper get
+// no guard; the Python package drops Dynamo's compiled code when it loads or clears a policy.
+namespace {
+constexpr uint64_t kFnvOffset = 14695981039346656037ULL;
+
+uint64_t fnv1a(uint64_t digest, std::string_view text) {
+  for (const char c : text) digest = (digest ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return digest;
+}
+
+std::mutex g_policies_mutex;
+uint64_t g_runtime_policies = kFnvOffset;      // guarded by g_policies_mutex
+std::set<std::string> g_generated_libraries;  // guarded by g_policies_mutex
+
+std::string policies_key() {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  uint64_t generated = kFnvOffset;
+  for (const std::string& identity : g_generated_libraries) generated = fnv1a(fnv1a(generated, identity), "\n");
+  char text[40];
+  std::snprintf(text, sizeof text, "%016llx:%016llx", static_cast<unsigned long long>(g_runtime_policies),
+                static_cast<unsigned long long>(generated));
+  return text;
+}
+}  // namespace
+
+void note_runtime_policy_installed(std::string_view description) {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  g_runtime_policies = fnv1a(fnv1a(g_runtime_policies, description), "\n");
+}
+
+void note_runtime_policies_cleared() {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  g_runtime_policies = kFnvOffset;
+}
+
+void note_generated_library(std::string_view identity) {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  g_generated_libraries.emplace(identity);
+}
+
 namespace {
 
 // Note [trace key]: what a traced graph may depend on, as one string Python compares cheaply:
 // every device type whose autocastgen state is not the default (enabled, dtype, nesting, cache
-// flag) and the insight switch word (stats.h).
+// flag), the insight switch word (stats.h), and the policies in force (Note [policies in the
+// trace key]).
 std::string trace_key() {
   const AutocastState state = capture_autocast_state();
   const DeviceAutocastState fresh;
@@ -82,6 +136,7 @@ std::string trace_key() {
   // Module rules and the module the frame starts in (Note [module frames] in modules.h).
   const std::string* module = modules::current_path();
   key += ";modules=" + std::to_string(modules::rules_generation()) + ":" + (module != nullptr ? "in:" + *module : "-");
+  key += ";policies=" + policies_key();
   return key;
 }
 

@@ -700,6 +700,15 @@ class TORCH_API FallthroughRegistration {
   std::unique_ptr<::torch::Library> library_;
 };
 
+// Names a generated library in the key that compiled graphs are looked up by (Note [policies in
+// the trace key] in the runtime's state/traced.cpp): a graph traced while another set of policies
+// was in force is not reused while this one is loaded. `identity` is a digest of what the library
+// was generated from; the note stays for the process.
+class TORCH_API GeneratedLibraryNote {
+ public:
+  explicit GeneratedLibraryNote(const char* identity);
+};
+
 // Note [claiming the key]: a library generated with OwnState owns its dispatch key. Kernels that
 // others (PyTorch) registered there for ops the policy leaves out would cast by PyTorch's state
 // whenever an AutocastScope includes the key; they are replaced by fallthroughs, so unlisted ops

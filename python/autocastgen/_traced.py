@@ -254,7 +254,9 @@ def _define_ops() -> torch.library.Library:
     except ImportError:  # 2.4, 2.7: the same registry, private to AOTAutograd's effects
         from torch._higher_order_ops.effects import _EffectType as EffectType  # type: ignore[no-redef]
         from torch._higher_order_ops.effects import _register_effectful_op as register_effect
-    register_effect(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
+    # Kept by dead-code elimination, not ordered: the statistics move to the graph's start in
+    # Inductor (Note [statistics first in Inductor's graphs]), the watch runs once its tensors exist.
+    torch.fx.node.has_side_effect(torch.ops.autocastgen.stats_traced_call.default)
     torch.fx.node.has_side_effect(torch.ops.autocastgen.observe_traced.default)
     from torch._library import utils as library_utils
 
@@ -264,8 +266,9 @@ def _define_ops() -> torch.library.Library:
         # which returns nothing) and the statistics they replay; 2.11 and later keep every
         # effectful call (torch._library.utils.is_impure).
         torch.fx.node.has_side_effect(torch.ops.higher_order.with_effects)
-        # And their Inductor keeps an op of no output only if it mutates or is effectful: the watch
-        # is ordered with the statistics there (Note [insight in compiled code]).
+        # And their Inductor keeps an op of no output only if it mutates or is effectful: there both
+        # are ordered effects (Note [insight in compiled code]).
+        register_effect(torch.ops.autocastgen.stats_traced_call.default, EffectType.ORDERED)
         register_effect(torch.ops.autocastgen.observe_traced.default, EffectType.ORDERED)
     return library
 
@@ -314,6 +317,7 @@ def _key_the_compile_caches() -> None:
 
     class StateInCacheKey(CustomGraphPass):
         def __call__(self, graph: torch.fx.graph.Graph) -> None:
+            _statistics_first(graph)
             for earlier_pass in earlier:
                 earlier_pass(graph)
 
@@ -327,6 +331,25 @@ def _key_the_compile_caches() -> None:
 
 
 _cache_key_installed = False
+
+
+def _statistics_first(graph: torch.fx.graph.Graph) -> None:
+    """Note [statistics first in Inductor's graphs]: Inductor (PyTorch 2.15) frees a graph input
+    right after an op of no output that stands between two nodes it fuses into one kernel, before
+    that kernel reads the input (UnboundLocalError in the generated code: a Llama's embedding and
+    RMSNorm around a linear's statistics). stats_traced_call reads only its record's id and counts
+    the same wherever the graph runs it, so every one moves to the graph's start, after the
+    inputs: no kernel is fused across it. Where it is an ordered effect (2.4, 2.7: a with_effects
+    node threading a token) it is not a plain call and stays."""
+    target = torch.ops.autocastgen.stats_traced_call.default
+    calls = [node for node in graph.nodes if node.op == "call_function" and node.target is target]
+    inputs = [node for node in graph.nodes if node.op == "placeholder"]
+    for node in calls:
+        if inputs:
+            inputs[-1].append(node)
+        else:
+            next(iter(graph.nodes)).prepend(node)
+        inputs.append(node)  # the next one goes after this one: their order is kept
 
 
 # Kept for the life of the module: dropping the library unregisters the ops' registrations. A

@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -116,6 +117,17 @@ void note_generated_library(std::string_view identity) {
 
 namespace {
 
+// Random per process: a process id repeats (the first process of every container has the same).
+const std::string& process_nonce() {
+  static const std::string nonce = [] {
+    std::random_device device;
+    char text[24];
+    std::snprintf(text, sizeof text, "%08x%08x", device(), device());
+    return std::string(text);
+  }();
+  return nonce;
+}
+
 // Note [trace key]: what a traced graph may depend on, as one string Python compares cheaply:
 // every device type whose autocastgen state is not the default (enabled, dtype, nesting, cache
 // flag), the insight switch word (stats.h), and the policies in force (Note [policies in the
@@ -132,7 +144,12 @@ std::string trace_key() {
     key += std::to_string(i) + ":" + (device.enabled ? "on:" : "off:") + std::to_string(static_cast<int>(device.dtype)) +
            ":" + std::to_string(device.nesting) + (device.cache_enabled ? ":cache;" : ":nocache;");
   }
-  key += "active=" + std::to_string(stats::detail::active());  // the watch's mode is read when the graph runs
+  const uint32_t active = stats::detail::active();
+  key += "active=" + std::to_string(active);  // the watch's mode is read when the graph runs
+  // A graph traced with insight on names this process's records by index (Note [insight in
+  // compiled code]): PyTorch's compile caches must not give it to another process, whose records
+  // differ (its AOTAutograd cache skips the trace that would make them).
+  if (active != 0) key += ";process=" + process_nonce();
   // Module rules and the module the frame starts in (Note [module frames] in modules.h).
   const std::string* module = modules::current_path();
   key += ";modules=" + std::to_string(modules::rules_generation()) + ":" + (module != nullptr ? "in:" + *module : "-");
@@ -152,13 +169,15 @@ namespace autocastgen::stats::detail {
 // into the graph that replay it: stats_traced_call(id) adds the record's calls, casts, cast bytes,
 // ran_in and input dtypes to the table each time the graph runs (the trace is complete by then),
 // and observe_traced(inputs, outputs, id) checks the real tensors as the watch and the range
-// record do eagerly, naming the line the trace recorded. stats_traced_call is an effectful op
-// (kept and ordered by AOTAutograd and Inductor); observe_traced is marked side-effectful only
-// (kept, and run once its tensors exist): Inductor (PyTorch 2.15) frees a buffer that an
-// effectful op reads before the kernels that still read it, which broke the generated code. Their calls count as compiled_calls: the cast cache's fields are
-// not known for them (Note [compiled calls] in insight/stats_json.cpp). With everything off nothing is emitted,
-// and the guard of Note [reads while tracing] includes the switch word, so turning any of them on
-// traces again at the next call. Records live for the process (one per traced driver call).
+// record do eagerly, naming the line the trace recorded. From PyTorch 2.11 both are marked
+// side-effectful only (kept, not ordered; 2.4 and 2.7 order them as effects): Inductor 2.15 frees a
+// buffer that an effectful op reads before the kernels that still read it, and stats_traced_call
+// moves to the graph's start in Inductor (Note [statistics first in Inductor's graphs] in
+// python/autocastgen/_traced.py). Their calls count as compiled_calls: the cast cache's fields
+// are not known for them (Note [compiled calls] in insight/stats_json.cpp). With everything off
+// nothing is emitted, and the guard of Note [reads while tracing] includes the switch word, so
+// turning any of them on traces again at the next call. Records live for the process (one per
+// traced driver call); a graph that names them is keyed to the process (Note [trace key]).
 struct TracedCall {
   std::string op;
   Policy policy;

@@ -20,17 +20,31 @@ A variant whose policy this build cannot load records the error. Each variant ea
 (torch.compile(model), Inductor, caches off). Reported: median step ms over steps 6-40, the loss at
 step 40 and the mean of the last 10, the ratio to bf16 in the same mode.
 
+Taken in turns (--interleave R, --processes R; paired.py), for ratios near 1 that one row per
+variant cannot show (identical kernels spread +-16 % between rows):
+- eager: one process holds a model and an optimizer per variant (the same initial weights) and runs
+  R rounds (after one to warm up) in which each variant trains --block steps, in an order rotated
+  each round (its policy loaded before its block); a round's bf16 block and a variant's block give
+  one ratio;
+- compiled: R rounds of one process per variant, alternating (rotated), each compiling and
+  training --steps steps; Inductor's caches are kept across them (the first round compiles).
+Reported per variant: the median of the pairs' ratios, their quartiles and range, and the goal's
+verdict (>= 0.98x bf16: met, missed, or within noise).
+
 Usage: bench/gpu/llama_fp8.py [--json FILE] [--sizes small,large] [--variants ...] [--modes eager,compiled]
        [--compiled-variants ...]
        [--steps 40] [--large-tokens 8x1024] [--small] [--device cuda|cpu]
+       [--interleave R [--block 10]] [--processes R]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +52,7 @@ import traceback
 
 import torch
 
+from paired import paired_ratios, verdict
 from timing import add_device_argument, device_name, synchronize
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -100,19 +115,104 @@ def make_model(size, seed=0):
     return LlamaForCausalLM(config).to(DEVICE)
 
 
-def run(size, variant, compiled, steps, tokens, folder):
+def use_policy(variant, folder):
+    """The variant's runtime policy in force (none for bf16 and torchao)."""
     import autocastgen
 
     autocastgen.clear_runtime_policies()
-    torch._dynamo.reset()
-    model = make_model(size)
     if variant in POLICY_EDITS:
         autocastgen.load_policy(str(policy_file(variant, folder)))
+
+
+def variant_model(size, variant):
+    model = make_model(size)
     if variant == "torchao":
         from torchao.float8 import convert_to_float8_training
         from torchao.float8.float8_linear_utils import _auto_filter_for_recipe
 
         model = convert_to_float8_training(model, module_filter_fn=_auto_filter_for_recipe("tensorwise", ["lm_head"]))
+    return model
+
+
+def train_step(model, optimizer, ids):
+    """One timed step (ms): forward under autocast, backward, AdamW."""
+    synchronize(DEVICE)
+    t0 = time.perf_counter()
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    synchronize(DEVICE)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def paired_row(row, bf16_turns, turns):
+    if bf16_turns is not None and row["variant"] != "bf16":
+        summary = paired_ratios(bf16_turns, turns)
+        row.update(speedup_vs_bf16=summary["median"], paired=summary, goal_098=verdict(summary, 0.98, higher_is_better=True))
+    return row
+
+
+def interleaved(size, variants, rounds, block, tokens, folder):
+    """Eager, variants in turns in one process (the module docstring)."""
+    torch._dynamo.reset()
+    models = {}
+    for variant in variants:
+        model = variant_model(size, variant)
+        models[variant] = (model, torch.optim.AdamW(model.parameters(), lr=3e-4, fused=DEVICE == "cuda"))
+    batches = markov_batches(block, *tokens, torch.Generator().manual_seed(1))
+    turns = {variant: [] for variant in variants}
+    for round_index in range(rounds + 1):  # round 0 warms up
+        first = round_index % len(variants)
+        for variant in variants[first:] + variants[:first]:
+            use_policy(variant, folder)
+            times = [train_step(*models[variant], ids) for ids in batches]
+            if round_index:
+                turns[variant].append(statistics.median(times))
+    use_policy("bf16", folder)
+    return [paired_row({"size": size, "variant": variant, "mode": "eager-interleaved", "rounds": rounds, "block_steps": block,
+                        "tokens": tokens[0] * tokens[1], "turn_ms": turns[variant], "step_ms": statistics.median(turns[variant])},
+                       turns.get("bf16"), turns[variant])
+            for variant in variants]
+
+
+def alternating_processes(size, variants, rounds, steps, large_tokens, cache_dir):
+    """Compiled, one process per variant and round, in turns (the module docstring)."""
+    turns, failures = {variant: [] for variant in variants}, {}
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache_dir))
+    for round_index in range(rounds):
+        first = round_index % len(variants)
+        for variant in variants[first:] + variants[:first]:
+            out = pathlib.Path(cache_dir) / f"{variant}-{round_index}.json"
+            command = [sys.executable, __file__, "--json", str(out), "--sizes", size, "--variants", variant, "--modes", "compiled",
+                       "--steps", str(steps), "--large-tokens", large_tokens, "--device", DEVICE, "--turn"]
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+            rows = json.loads(out.read_text())["rows"] if out.exists() else []
+            if done.returncode or not rows or "error" in rows[0]:
+                failures[variant] = rows[0].get("error") if rows else done.stderr.strip().splitlines()[-3:]
+                continue
+            turns[variant].append(rows[0]["step_ms"])
+    out = []
+    for variant in variants:
+        row = {"size": size, "variant": variant, "mode": "compiled-processes", "rounds": rounds, "steps": steps,
+               "turn_ms": turns[variant]}
+        if variant in failures or len(turns[variant]) != rounds:
+            row["error"] = f"{rounds - len(turns[variant])} of {rounds} processes failed: {failures.get(variant)}"
+        else:
+            row["step_ms"] = statistics.median(turns[variant])
+            bf16 = turns.get("bf16")
+            paired_row(row, bf16 if bf16 is not None and len(bf16) == rounds else None, turns[variant])
+        out.append(row)
+    return out
+
+
+def run(size, variant, compiled, steps, tokens, folder, count=True):
+    import autocastgen
+
+    torch._dynamo.reset()
+    use_policy(variant, folder)
+    model = variant_model(size, variant)
     forward = torch.compile(model) if compiled else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=DEVICE == "cuda")
     generator = torch.Generator().manual_seed(1)
@@ -122,7 +222,7 @@ def run(size, variant, compiled, steps, tokens, folder):
     counted = None
     for step in range(steps):
         # The last step counts (not timed): which linears ran in fp8 and why the others did not.
-        last = step == steps - 1 and variant in POLICY_EDITS
+        last = count and step == steps - 1 and variant in POLICY_EDITS
         block = autocastgen.stats() if last else contextlib.nullcontext()
         synchronize(DEVICE)
         t0 = time.perf_counter()
@@ -166,6 +266,12 @@ def main():
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--large-tokens", default="8x1024", help="the large size's batch x sequence length")
     parser.add_argument("--small", action="store_true", help="tiny model, 2 x 128 tokens, 4 steps")
+    parser.add_argument("--interleave", type=int, metavar="R", help="eager: R rounds of the variants in turns")
+    parser.add_argument("--block", type=int, default=10, help="--interleave: steps per turn")
+    parser.add_argument("--processes", type=int, metavar="R", help="compiled: R rounds of one process per variant")
+    # A process of --processes: Inductor's caches kept, the last step not counted (statistics on
+    # would trace and compile the model once more).
+    parser.add_argument("--turn", action="store_true", help=argparse.SUPPRESS)
     add_device_argument(parser)
     args = parser.parse_args()
     global DEVICE
@@ -176,7 +282,7 @@ def main():
     import autocastgen  # noqa: F401
     from torch._inductor import config as inductor_config
 
-    inductor_config.force_disable_caches = True
+    inductor_config.force_disable_caches = not args.turn
     sizes = ["tiny"] if args.small else args.sizes.split(",")
     steps = 4 if args.small else args.steps
     batch, length = (int(n) for n in args.large_tokens.split("x"))
@@ -184,13 +290,28 @@ def main():
     rows = []
     result = {"device": device_name(DEVICE), "torch": torch.__version__, "rows": rows}
     with tempfile.TemporaryDirectory() as folder:
+        if args.interleave or args.processes:
+            variants = args.variants.split(",")
+            for size in sizes:
+                taken = []
+                if args.interleave:
+                    taken += interleaved(size, variants, args.interleave, 2 if args.small else args.block, tokens[size], folder)
+                if args.processes:
+                    taken += alternating_processes(size, (args.compiled_variants or args.variants).split(","), args.processes,
+                                                   steps, args.large_tokens, folder)
+                rows += taken
+                for row in taken:
+                    print(json.dumps(row), flush=True)
+                if args.json:
+                    pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+            return 0
         for mode in args.modes.split(","):  # every eager row first: a run cut short keeps them
             variants = (args.compiled_variants or args.variants) if mode == "compiled" else args.variants
             for size in sizes:
                 bf16 = None
                 for variant in variants.split(","):
                     try:
-                        entry = run(size, variant, mode == "compiled", steps, tokens[size], folder)
+                        entry = run(size, variant, mode == "compiled", steps, tokens[size], folder, count=not args.turn)
                         if variant == "bf16":
                             bf16 = entry
                         elif bf16 is not None:

@@ -6,8 +6,10 @@ Step rows: each model (transformers Llama, GPT-2 and BERT built from configs; ti
 ViT-S/16 if timm imports; a conv/BatchNorm net; a 2-layer LSTM) trains under
 torch.autocast("cuda", bfloat16) with SGD. A child process runs every model, either with PyTorch's
 kernels ("pytorch") or after torch.ops.load_library(<build>/lib/libautocastgen_torch_cuda.so)
-("generated"); children alternate pytorch, generated, pytorch, generated, ... and the ratio is
-generated / pytorch of the pooled median step times (goal <= 1.02).
+("generated"); a round is one child of each, pytorch first in even rounds and generated first in
+odd ones. Per model: the ratio generated / pytorch of each round's two median step times, and the
+median, quartiles and range of those ratios (paired.py), with the goal's verdict (<= 1.02: met,
+missed, or within noise); the pooled medians beside them.
 
 Exact rows: a compiled GPT-2 (torch.compile, Inductor) trains 3 steps under deterministic settings
 in three processes -- pytorch, pytorch (the control: is PyTorch itself repeatable here?) and
@@ -28,6 +30,8 @@ import sys
 import time
 
 import torch
+
+from paired import paired_ratios, verdict
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -156,7 +160,7 @@ def spawn(args, kind, exact=False):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json")
-    parser.add_argument("--rounds", type=int, default=2, help="pytorch, generated pairs of processes")
+    parser.add_argument("--rounds", type=int, default=4, help="pairs of processes, pytorch and generated")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--no-exact", action="store_true")
     parser.add_argument("--small", action="store_true")
@@ -170,6 +174,7 @@ def main():
     if args.device == "cuda" and not LIBRARY.exists():
         print(f"models_step.py: {LIBRARY} is missing (build autocastgen_torch_cuda)", file=sys.stderr)
         return 2
+    # samples[kind][model]: one list of step times per round
     samples = {kind: {} for kind in ("pytorch", "generated")}
     result = {"rows": [], "exact": None, "rounds_done": 0}
 
@@ -177,19 +182,22 @@ def main():
         """The rows from the rounds so far, written out (a phase cut by its time limit keeps them)."""
         result["rows"] = []
         for name in args.models.split(","):
-            theirs, ours = samples["pytorch"].get(name), samples["generated"].get(name)
-            if theirs and ours:
-                row = {"model": name, "pytorch_ms": statistics.median(theirs), "generated_ms": statistics.median(ours)}
-                row["ratio"] = row["generated_ms"] / row["pytorch_ms"]
-                row["met"] = row["ratio"] <= 1.02
+            theirs, ours = samples["pytorch"].get(name, []), samples["generated"].get(name, [])
+            if theirs and len(ours) == len(theirs):
+                row = {"model": name, "pytorch_ms": statistics.median(sum(theirs, [])),
+                       "generated_ms": statistics.median(sum(ours, []))}
+                row["pooled_ratio"] = row["generated_ms"] / row["pytorch_ms"]
+                paired = paired_ratios([statistics.median(t) for t in ours], [statistics.median(t) for t in theirs])
+                row.update(ratio=paired["median"], paired=paired, goal_102=verdict(paired, 1.02, higher_is_better=False))
                 result["rows"].append(row)
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
 
-    for _ in range(args.rounds):
-        for kind in ("pytorch", "generated"):
+    for round_index in range(args.rounds):
+        for kind in ("pytorch", "generated") if round_index % 2 == 0 else ("generated", "pytorch"):
             for name, entry in spawn(args, kind).items():
-                samples[kind].setdefault(name, []).extend(entry.get("ms", []))
+                if "ms" in entry:
+                    samples[kind].setdefault(name, []).append(entry["ms"])
                 if "skipped" in entry:
                     result.setdefault("skipped", {})[name] = entry["skipped"]
         result["rounds_done"] += 1

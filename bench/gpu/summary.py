@@ -81,13 +81,29 @@ def rowwise_table(result):
     return lines
 
 
+def turns_table(result):
+    """Rows taken in turns (paired.py): the median of the pairs' ratios, their quartiles and range."""
+    lines = ["| row | pairs | median | quartiles | range | goal |", "|---|---|---|---|---|---|"]
+    for r in result.get("rows", []):
+        if "paired" in r:
+            p = r["paired"]
+            what = f"{r['model']}" if "model" in r else f"{r['size']} {r['variant']} {r['mode']}"
+            lines.append(f"| {what} | {p['pairs']} | {number(p['median'])} | {number(p['q1'])}-{number(p['q3'])} | "
+                         f"{number(p['low'])}-{number(p['high'])} | {r.get('goal_098') or r.get('goal_102')} |")
+        elif "error" in r:
+            lines.append(f"| {r.get('model') or r.get('variant')} {r.get('mode', '')} | error: {r['error'][:120]} | | | | |")
+    return lines
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     lines = ["# GPU check", "", "```", read(out / "env.txt").strip(), "```", "", "## Phases (rc 0 = passed, 124 = timed out)",
              "", "```", read(out / "phases.txt").strip(), "```", "", "## Tests", "", "```"]
     lines += test_lines(read(out / "tests.log")) + ["```", ""]
     for name, title, table in (("scaler.json", "Scaler", scaler_table), ("fp8.json", "fp8 linear and MLP", fp8_table),
-                                ("fp8_rowwise.json", "Row-wise quantisation, fused against the ops", rowwise_table)):
+                                ("fp8_rowwise.json", "Row-wise quantisation, fused against the ops", rowwise_table),
+                                ("llama_turns.json", "Llama, variants in turns (speed-up over bf16)", turns_table),
+                                ("models.json", "Real models, generated / PyTorch per round of processes", turns_table)):
         path = out / name
         if path.exists():
             result = json.loads(path.read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from . import _traced
 from ._runtime import load_runtime
 
 
@@ -54,9 +55,11 @@ def fp8_selections() -> list[dict]:
 
 def forget_fp8_selections(file: bool = False) -> None:
     """Forgets this process's measured decisions; with ``file=True`` also deletes the cache files
-    they were read from or written to, so the next GEMMs are measured again."""
+    they were read from or written to, so the next GEMMs are measured again. Compiled graphs hold
+    the decisions they were traced with: every compiled function traces again at its next call."""
     load_runtime()
     torch.ops.autocastgen.fp8_forget_selections(file)
+    _traced.forget_compiled_graphs()
 
 
 def fp8_selection_file(device: str | torch.device = "cuda") -> str:

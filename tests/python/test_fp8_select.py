@@ -289,6 +289,25 @@ def test_compiled_is_eager_bit_for_bit(select, times, monkeypatch):
         assert len(autocastgen.fp8_selections()) == 3, autocastgen.fp8_selections()
 
 
+def test_forgetting_the_decisions_traces_again(monkeypatch, lower_precision_result, fp8_result):
+    # A compiled graph holds the decisions it was traced with; forgetting them drops it.
+    monkeypatch.setenv(TIMES, "1,2")  # fp8 faster: chosen
+    load("measured")
+    torch._dynamo.reset()
+    model, x = Model(), torch.randn(32, 64, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+
+    def forward():
+        with torch._functorch.config.patch(backward_pass_autocast="off"), torch.autocast("cpu", dtype=torch.bfloat16):
+            return compiled(x).detach()
+
+    assert torch.equal(forward(), fp8_result[0])
+    monkeypatch.setenv(TIMES, "2,1")  # now the lower precision is
+    assert torch.equal(forward(), fp8_result[0])  # decided once per class
+    autocastgen.forget_fp8_selections(file=True)  # else they come back from the file
+    assert torch.equal(forward(), lower_precision_result[0])
+
+
 def test_bad_select_is_located():
     with pytest.raises(autocastgen.PolicyError, match=r"<string>:4:\d+: error: unknown fp8 select 'sometimes'"):
         autocastgen.load_policy(POLICY.format(select="sometimes"))

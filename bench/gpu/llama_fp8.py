@@ -15,7 +15,8 @@ Variants:
   operand instead of two);
 - fp8-rowwise, fp8-rowwise-gw-hp: the same policy with `granularity: rowwise|rowwise_with_gw_hp` (and an
   e4m3 backward), select all;
-- torchao: convert_to_float8_training, tensorwise, with torchao's auto filter (its H100 thresholds).
+- torchao: convert_to_float8_training, tensorwise, with torchao's auto filter (its H100 thresholds);
+- bf16-again: PyTorch's kernels again, a control (its ratio to bf16 is the measurement's noise).
 A variant whose policy this build cannot load records the error. Each variant eager and compiled
 (torch.compile(model), Inductor, caches off). Reported: median step ms over steps 6-40, the loss at
 step 40 and the mean of the last 10, the ratio to bf16 in the same mode.
@@ -74,6 +75,7 @@ POLICY_EDITS = {
     "fp8-rowwise": {"granularity": "rowwise", "backward": "float8_e4m3fn"},
     "fp8-rowwise-gw-hp": {"granularity": "rowwise_with_gw_hp", "backward": "float8_e4m3fn"},
 }
+CONTROL = "bf16-again"
 VARIANTS = ["bf16", "fp8-all", "fp8-auto", "fp8-measured", "fp8-auto-delayed", "fp8-rowwise", "fp8-rowwise-gw-hp",
             "torchao"]
 
@@ -283,6 +285,10 @@ def main():
     from torch._inductor import config as inductor_config
 
     inductor_config.force_disable_caches = not args.turn
+    for listed in (args.variants, args.compiled_variants or ""):
+        unknown = [v for v in listed.split(",") if v and v not in VARIANTS + [CONTROL]]
+        if unknown:
+            parser.error(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS + [CONTROL])}")
     sizes = ["tiny"] if args.small else args.sizes.split(",")
     steps = 4 if args.small else args.steps
     batch, length = (int(n) for n in args.large_tokens.split("x"))

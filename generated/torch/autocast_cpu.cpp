@@ -1520,7 +1520,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastCPU, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"63e776309a62e3f7a4b7532e931b5dc0"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"2ca5c611a3fbf0f98e4ddcc6a78582e3"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastCPU, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

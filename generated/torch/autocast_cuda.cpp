@@ -1444,7 +1444,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastCUDA, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"e213d37eaa12d016b8660e0576f96e81"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"bac3402521b74126e11bdce967c328a1"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastCUDA, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

@@ -1403,7 +1403,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"a68c863a3cc069b19c7e9e60af910475"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"ebe2fe1dd3eafb9b7c1ea6e313799305"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastPrivateUse1, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

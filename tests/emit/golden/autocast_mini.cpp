@@ -193,7 +193,7 @@ TORCH_LIBRARY_IMPL(mybackend, AutocastPrivateUse1, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"acff31a631f448a0dc9ed7775dd9775b"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"07a4c4606d9a4b6fbd8fd94e628cd709"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastPrivateUse1, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

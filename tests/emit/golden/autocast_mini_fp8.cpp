@@ -72,7 +72,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastCPU, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"da7addab2dcd18e294877b93bfb4d872"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"3bdeba043125dfb04a07792fdd3743b5"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastCPU, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

@@ -146,7 +146,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastCPU, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"d2b240debec986b46522a8156778a7bc"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"818ad7ccffcfec94dbc4cc106265b23e"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastCPU, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

@@ -212,7 +212,7 @@ static const ::autocastgen::torch::DispatchKeyClaim autocastgen_claim{c10::Dispa
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"bc797800c463a4615221db6908767cc7"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"f95dbb227aefbbd38abed21964a50c25"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastPrivateUse1, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

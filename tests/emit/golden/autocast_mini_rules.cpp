@@ -165,7 +165,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastCPU, m) {
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"740cba9529608633f607896c1e12f2e0"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"170ef73bb0cdc04cbbfbdaad940ed082"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastCPU, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

@@ -129,7 +129,7 @@ static const ::autocastgen::torch::DispatchKeyClaim autocastgen_claim{c10::Dispa
 
 // Compiled graphs traced without this library are not reused while it is loaded (Note [policies
 // in the trace key] in the runtime).
-static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"b5fb5639c7bf5ea3c6770a6e5b524d1b"};
+static const ::autocastgen::torch::GeneratedLibraryNote autocastgen_library_note_{"4542bdbd968423e07b5038413ccddae8"};
 
 // Ops in no list run untouched: a fallthrough fallback for AutocastPrivateUse1, registered once per
 // process and only when no other library (PyTorch itself, for most keys) already provides it.

@@ -230,7 +230,8 @@ class EmbedNormLinear(torch.nn.Module):
         return self.linear(h).float().square().mean()
 
 
-@pytest.mark.skipif(TORCH < (2, 7), reason="as test_inductor_counts_as_eager")
+@pytest.mark.skipif(TORCH < (2, 11), reason=f"Inductor {torch.__version__} fuses across the statistics' ordered "
+                    "effect and frees an input the fused kernel reads: a limit there (docs/compile.md, Releases (5))")
 def test_inductor_trains_with_statistics_on_as_eager() -> None:
     # Inductor 2.15 freed the embedding's weight after the linear's statistics op, before the fused
     # embedding + RMSNorm kernel read it (Note [statistics first in Inductor's graphs]).

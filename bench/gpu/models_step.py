@@ -176,7 +176,8 @@ def main():
         return 2
     # samples[kind][model]: one list of step times per round
     samples = {kind: {} for kind in ("pytorch", "generated")}
-    result = {"rows": [], "exact": None, "rounds_done": 0}
+    result = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
+              "rows": [], "exact": None, "rounds_done": 0}
 
     def summarise():
         """The rows from the rounds so far, written out (a phase cut by its time limit keeps them)."""

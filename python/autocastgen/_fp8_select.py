@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import torch
 
-from . import _traced
 from ._runtime import load_runtime
 
 
@@ -59,7 +58,6 @@ def forget_fp8_selections(file: bool = False) -> None:
     the decisions they were traced with: every compiled function traces again at its next call."""
     load_runtime()
     torch.ops.autocastgen.fp8_forget_selections(file)
-    _traced.forget_compiled_graphs()
 
 
 def fp8_selection_file(device: str | torch.device = "cuda") -> str:

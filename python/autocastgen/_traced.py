@@ -95,8 +95,10 @@ def note_read() -> bool:
     return True
 
 
-def forget_compiled_graphs() -> None:
-    """Drops the code Dynamo compiled in this process: a policy was loaded or cleared.
+def forget_compiled_graphs() -> bool:
+    """The op ``autocastgen::forget_compiled_graphs``, which the runtime calls whenever a policy is
+    installed or cleared, a generated library loads, or fp8's measured decisions are forgotten:
+    drops the code Dynamo compiled in this process.
 
     Note [policies in the trace key] (runtime/torch/state/traced.cpp): a graph holds the casts of the
     policies in force when it was traced. Graphs that reached a wrapper are guarded on them; those
@@ -107,6 +109,7 @@ def forget_compiled_graphs() -> None:
     dynamo = sys.modules.get("torch._dynamo")
     if dynamo is not None:
         dynamo.reset_code_caches()
+    return True
 
 
 def _frames() -> list[tuple[int, int, str]]:
@@ -242,6 +245,8 @@ def _define_ops() -> torch.library.Library:
     library = torch.library.Library("autocastgen", "FRAGMENT")
     library.define("trace_note_read() -> bool")
     library.impl("trace_note_read", note_read, "CPU")
+    library.define("forget_compiled_graphs() -> bool")
+    library.impl("forget_compiled_graphs", forget_compiled_graphs, "CPU")
     # The ops a traced driver call puts into the graph (Note [insight in compiled code] in
     # runtime/torch/state/traced.cpp): they act when the graph runs, so tracing sees nothing, and they
     # must stay in the graph.

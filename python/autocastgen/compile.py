@@ -23,7 +23,7 @@ from typing import IO, Any, Union
 
 import torch
 
-from . import _runtime, _traced
+from . import _runtime
 from .policy import _EXTENDS_LINE, PolicyError
 
 __all__ = ["CACHE_VARIABLE", "CompileError", "CompiledPolicy", "cache_dir", "compile_policy"]
@@ -660,7 +660,6 @@ def _depfile_inputs(depfile: Path, work: Path) -> list[Path]:
 def _load(entry: Path, metadata: dict[str, Any], compiled: bool) -> CompiledPolicy:
     library = entry / metadata["library"]
     torch.ops.load_library(str(library))
-    _traced.forget_compiled_graphs()  # Note [policies in the trace key]
     handle = CompiledPolicy(
         name=metadata["name"], library=library, source=entry / metadata["source"], ops=dict(metadata["ops"]),
         device=metadata["device"], dispatch_key=metadata["dispatch_key"], key=metadata["key"], entry=entry,

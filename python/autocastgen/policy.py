@@ -17,7 +17,6 @@ from pathlib import Path
 
 import torch
 
-from . import _traced
 from ._runtime import load_runtime
 
 __all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy", "shipped_policy"]
@@ -160,7 +159,7 @@ def load_policy(
 def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
     try:
         # Text is loaded through a private file: the places it registers keep `source` as its name.
-        count = int(ops.load_runtime_policy_file(path, source if renames else ""))
+        return int(ops.load_runtime_policy_file(path, source if renames else ""))
     except RuntimeError as error:
         message = str(error)
         header = _FILE_ERROR_HEADER.match(message)
@@ -170,8 +169,6 @@ def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
         for old, new in renames.items():
             diagnostics = diagnostics.replace(old, new)
         raise PolicyError(diagnostics.rstrip("\n"), source) from None
-    _traced.forget_compiled_graphs()
-    return count
 
 
 def _rule_value(value: object) -> object:
@@ -254,11 +251,9 @@ def register_runtime_policy(
             raise
         call, _, diagnostics = text.partition("\n")
         raise PolicyError(diagnostics, call.removeprefix("autocastgen: ").removesuffix(" failed:")) from None
-    _traced.forget_compiled_graphs()
 
 
 def clear_runtime_policies() -> None:
     """Drops every runtime policy of this process (from ``load_policy``, ``register_runtime_policy``,
     or ``AUTOCASTGEN_POLICY``); the kernels they replaced come back."""
     _ops().clear_runtime_policies()
-    _traced.forget_compiled_graphs()

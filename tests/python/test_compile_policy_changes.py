@@ -116,6 +116,23 @@ def test_the_key_names_the_policies_by_content_in_every_process() -> None:
     assert len({initial, loaded, replaced, generated}) == 4
 
 
+def test_a_library_loaded_after_compiling_is_used_at_the_next_call() -> None:
+    # However the policies change (here a generated library through torch.ops.load_library, not
+    # through autocastgen), the runtime drops the compiled code. The library has its own state: its
+    # mm runs in float32 outside an autocastgen scope, and in the scope's dtype inside one.
+    result = child_process.run_child(BUILD, "", f"""
+        import json, torch, autocastgen
+        a, b = torch.randn(8, 8), torch.randn(8, 8)
+        compiled = torch.compile(lambda a, b: torch.mm(a, b) + 1, backend="aot_eager", fullgraph=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            before = compiled(a, b)
+            torch.ops.load_library({str(MM_ONLY_LIB)!r})
+            after, want = compiled(a, b), torch.mm(a, b) + 1
+        print(json.dumps([str(before.dtype), str(after.dtype), torch.equal(after, want)]))
+        """)
+    assert child_process.last_json(result) == ["torch.bfloat16", "torch.float32", True]
+
+
 INDUCTOR_RUN = """
     import json, torch, autocastgen
     from torch._dynamo.utils import counters

@@ -33,6 +33,7 @@
 #include <torch/library.h>
 
 #include "autocastgen/torch/compat.h"
+#include "state/state_internal.h"
 
 namespace autocastgen::fp8 {
 
@@ -352,15 +353,18 @@ std::vector<MeasuredChoice> measured_choices() {
 }
 
 void forget_measured_choices(bool file) {
-  Table& t = table();
-  const std::lock_guard<std::mutex> lock(t.mutex);
-  if (file) {
-    std::error_code error;
-    for (const auto& [path, rows] : t.files) std::filesystem::remove(path, error);
+  {
+    Table& t = table();
+    const std::lock_guard<std::mutex> lock(t.mutex);
+    if (file) {
+      std::error_code error;
+      for (const auto& [path, rows] : t.files) std::filesystem::remove(path, error);
+    }
+    t.decided.clear();
+    t.order.clear();
+    t.files.clear();
   }
-  t.decided.clear();
-  t.order.clear();
-  t.files.clear();
+  ::autocastgen::detail::drop_compiled_graphs();  // compiled graphs hold the decisions they were traced with
 }
 
 std::string measured_cache_file(c10::Device device) {

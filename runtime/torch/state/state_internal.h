@@ -31,10 +31,15 @@ void note_driver_call_if_traced();
 // Note [policies in the trace key] (traced.cpp): what decides the wrappers' casts besides the
 // state. A runtime policy's load or registration folds `description` (its resolved entries,
 // sections and recipe) into the key; a clear drops every runtime policy's part; a generated
-// library adds its `identity` (its inputs' digests) while it is loaded.
+// library adds its `identity` (a digest of what it does) while it is loaded. Each also drops
+// compiled graphs (below).
 void note_runtime_policy_installed(std::string_view description);
 void note_runtime_policies_cleared();
 void note_generated_library(std::string_view identity);
+
+// Tells the Python package that what compiled graphs were traced with changed (a policy, or fp8's
+// measured decisions): it drops Dynamo's compiled code. Nothing without the package (traced.cpp).
+void drop_compiled_graphs();
 
 }  // namespace autocastgen::detail
 

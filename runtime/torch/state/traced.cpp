@@ -76,7 +76,8 @@ void note_driver_call_if_traced() {
 // other loads that end in the same table only trace again), and one over the identities of the
 // generated libraries loaded, in any order. Not a cryptographic hash: the runtime would link
 // libcrypto for it, and the key only tells policy sets apart. Frames that reached no wrapper get
-// no guard; the Python package drops Dynamo's compiled code when it loads or clears a policy.
+// no guard, so every change here also drops Dynamo's compiled code (drop_compiled_graphs), however
+// it came: load_policy, the op beneath it, AUTOCASTGEN_POLICY, a library loaded after compiling.
 namespace {
 constexpr uint64_t kFnvOffset = 14695981039346656037ULL;
 
@@ -100,19 +101,30 @@ std::string policies_key() {
 }
 }  // namespace
 
+void drop_compiled_graphs() { (void)call_python<bool>("autocastgen::forget_compiled_graphs"); }
+
 void note_runtime_policy_installed(std::string_view description) {
-  const std::lock_guard<std::mutex> lock(g_policies_mutex);
-  g_runtime_policies = fnv1a(fnv1a(g_runtime_policies, description), "\n");
+  {
+    const std::lock_guard<std::mutex> lock(g_policies_mutex);
+    g_runtime_policies = fnv1a(fnv1a(g_runtime_policies, description), "\n");
+  }
+  drop_compiled_graphs();
 }
 
 void note_runtime_policies_cleared() {
-  const std::lock_guard<std::mutex> lock(g_policies_mutex);
-  g_runtime_policies = kFnvOffset;
+  {
+    const std::lock_guard<std::mutex> lock(g_policies_mutex);
+    g_runtime_policies = kFnvOffset;
+  }
+  drop_compiled_graphs();
 }
 
 void note_generated_library(std::string_view identity) {
-  const std::lock_guard<std::mutex> lock(g_policies_mutex);
-  g_generated_libraries.emplace(identity);
+  {
+    const std::lock_guard<std::mutex> lock(g_policies_mutex);
+    g_generated_libraries.emplace(identity);
+  }
+  drop_compiled_graphs();
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "cli/inputs.h"
 #include "cli/verbs.h"
+#include "emit/cpp_text.h"
 #include "emit/output_writer.h"
 #include "emit/torch_target.h"
 #include "policy/resolver.h"
@@ -34,6 +35,7 @@ struct GenerateOptions {
   bool no_fallthrough = false;
   bool check = false;
   fs::path depfile;
+  fs::path input_list;
 };
 
 // Note [shards] (emit/torch_target.h): shard files in `out` that a run with `shards` does not
@@ -114,9 +116,19 @@ int run(const GenerateOptions& options) {
   }
   if (!options.depfile.empty()) {
     bool changed = false;
-    std::string error;
-    if (!emit::write_if_changed(options.depfile, writer.depfile(dependencies), changed, error))
+    std::string error, unwritable;
+    const std::optional<std::string> depfile = writer.depfile(dependencies, unwritable);
+    if (!depfile)
+      diags.error({}, fmt::format("cannot write depfile '{}': the path {} holds a line break, which Make's syntax cannot express",
+                                  options.depfile.string(), emit::cpp_string_literal(unwritable)));
+    else if (!emit::write_if_changed(options.depfile, *depfile, changed, error))
       diags.error({}, fmt::format("cannot write depfile '{}': {}", options.depfile.string(), error));
+  }
+  if (!options.input_list.empty()) {
+    bool changed = false;
+    std::string error;
+    if (!emit::write_if_changed(options.input_list, emit::OutputWriter::input_list(dependencies), changed, error))
+      diags.error({}, fmt::format("cannot write the input list '{}': {}", options.input_list.string(), error));
   }
   return diags.has_errors() ? 1 : 0;
 }
@@ -160,6 +172,8 @@ VerbRunner add_generate_verb(CLI::App& app) {
   verb->add_flag("--no-fallthrough", options->no_fallthrough, "Leave out the fallthrough fallback (another library owns it)");
   verb->add_flag("--check", options->check, "Write nothing; exit 1 when the outputs in --out are stale");
   verb->add_option("--depfile", options->depfile, "Also write a Makefile-style depfile of every input");
+  verb->add_option("--input-list", options->input_list,
+                   "Also write every input's absolute path, each followed by a NUL byte (any file name)");
   return [options] { return run(*options); };
 }
 

@@ -181,13 +181,33 @@ std::vector<std::string> OutputWriter::write(DiagnosticEngine& diags) const {
   return written;
 }
 
-std::string OutputWriter::depfile(const std::vector<fs::path>& inputs) const {
+std::optional<std::string> OutputWriter::depfile(const std::vector<fs::path>& inputs, std::string& unwritable) const {
   std::string text;
+  const auto path_text = [&](const fs::path& path) -> std::optional<std::string> {
+    std::string absolute = fs::absolute(path).lexically_normal().string();
+    if (absolute.find_first_of("\n\r") != std::string::npos) {
+      unwritable = absolute;
+      return std::nullopt;
+    }
+    return escape_make(absolute);
+  };
   for (const File& f : files_) {
-    text += escape_make(fs::absolute(dir_ / f.path).lexically_normal().string()) + ":";
-    for (const fs::path& input : inputs) text += " \\\n  " + escape_make(fs::absolute(input).lexically_normal().string());
+    const std::optional<std::string> output = path_text(dir_ / f.path);
+    if (!output) return std::nullopt;
+    text += *output + ":";
+    for (const fs::path& input : inputs) {
+      const std::optional<std::string> named = path_text(input);
+      if (!named) return std::nullopt;
+      text += " \\\n  " + *named;
+    }
     text += "\n";
   }
+  return text;
+}
+
+std::string OutputWriter::input_list(const std::vector<fs::path>& inputs) {
+  std::string text;
+  for (const fs::path& input : inputs) (text += fs::absolute(input).lexically_normal().string()) += '\0';
   return text;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,13 @@ class OutputWriter {
   // Writes the stale files; nothing when `diags` already holds errors. Returns the paths written.
   std::vector<std::string> write(DiagnosticEngine& diags) const;
 
-  // A Makefile-style depfile: every output depends on every input (absolute paths).
-  [[nodiscard]] std::string depfile(const std::vector<std::filesystem::path>& inputs) const;
+  // A Makefile-style depfile: every output depends on every input (absolute paths); nullopt when a
+  // path holds a line break, which Make's syntax cannot express (`unwritable` names it).
+  [[nodiscard]] std::optional<std::string> depfile(const std::vector<std::filesystem::path>& inputs,
+                                                   std::string& unwritable) const;
+  // Every input's absolute path followed by a NUL byte: any file name, for tools that are not Make
+  // (compile_policy records what a library was built from with it).
+  [[nodiscard]] static std::string input_list(const std::vector<std::filesystem::path>& inputs);
 
   [[nodiscard]] const std::filesystem::path& dir() const { return dir_; }
 

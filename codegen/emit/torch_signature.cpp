@@ -113,11 +113,6 @@ std::optional<std::string> return_type(const Type& type, bool is_write) {
   return std::nullopt;
 }
 
-constexpr std::array<std::string_view, 30> kCppKeywords = {
-    "and",    "auto",   "bool",     "break",  "case",      "catch",  "char",     "class",   "const",    "default",
-    "delete", "do",     "double",   "else",   "enum",      "export", "float",    "for",     "int",      "namespace",
-    "new",    "not",    "operator", "or",     "private",   "public", "register", "return",  "template", "this"};
-
 }  // namespace
 
 std::optional<std::string> torch_argument_type(const Type& type, bool is_write, bool structured) {
@@ -154,10 +149,6 @@ std::string torch_ops_header(const model::OperatorName& name) {
   constexpr std::string_view kFunctional = "_functional";
   if (root.ends_with(kFunctional)) root.resize(root.size() - kFunctional.size());
   return "ATen/ops/" + root + "_ops.h";
-}
-
-std::string cpp_identifier(const std::string& name) {
-  return std::find(kCppKeywords.begin(), kCppKeywords.end(), name) != kCppKeywords.end() ? name + "_" : name;
 }
 
 std::string torch_device_type(const std::string& device) {

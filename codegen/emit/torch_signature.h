@@ -21,8 +21,6 @@ namespace autocastgen::emit {
 [[nodiscard]] std::string torch_unambiguous_name(const model::OperatorName& name);
 // The per-operator header declaring at::_ops::<op>: `ATen/ops/<root>_ops.h`.
 [[nodiscard]] std::string torch_ops_header(const model::OperatorName& name);
-// An argument name usable in C++ (a keyword gets a trailing underscore).
-[[nodiscard]] std::string cpp_identifier(const std::string& name);
 
 // c10::DeviceType enumerator of a policy device (`cpu` -> `CPU`, `privateuseone` -> `PrivateUse1`).
 [[nodiscard]] std::string torch_device_type(const std::string& device);

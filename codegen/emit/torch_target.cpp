@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "emit/cpp_text.h"
 #include "emit/policy_json.h"
 #include "emit/torch_signature.h"
 #include "host/hash.h"
@@ -48,26 +49,16 @@ std::string join_arguments(const std::vector<std::string>& items, size_t width =
   return out + "\n" + line;
 }
 
-std::string cpp_string_literal(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
-
 std::string identifier(const std::string& text) {
   std::string out;
   for (char c : text) out.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
   return out;
 }
+
+// The C++ function a wrapper is: the at::_ops name, renamed where it would be a keyword, a macro
+// or a name the generated file uses (Note [names in generated wrappers]).
+std::string wrapper_name(const model::OperatorName& name) { return cpp_identifier(torch_unambiguous_name(name)); }
 
 struct Signature {
   std::string return_type;
@@ -88,7 +79,10 @@ std::optional<Signature> signature_of(const model::FunctionSchema& schema, bool 
       continue;
     }
     sig.param_types.push_back(*type);
-    sig.param_names.push_back(cpp_identifier(arg.name));
+    // Two arguments may differ by the underscore cpp_identifier adds (`int` and `int_`).
+    std::string name = cpp_identifier(arg.name);
+    while (std::find(sig.param_names.begin(), sig.param_names.end(), name) != sig.param_names.end()) name += '_';
+    sig.param_names.push_back(std::move(name));
   }
   auto ret = torch_return_type(schema.returns());
   if (!ret) {
@@ -103,7 +97,7 @@ std::optional<Signature> signature_of(const model::FunctionSchema& schema, bool 
 // What a wrapper calls: at::_ops for aten ops, a typed dispatcher handle for other namespaces.
 std::string callee(const model::FunctionSchema& schema) {
   return schema.name().is_aten() ? fmt::format("at::_ops::{}::call", torch_unambiguous_name(schema.name()))
-                                : fmt::format("{}_op()", torch_unambiguous_name(schema.name()));
+                                : fmt::format("{}_op()", wrapper_name(schema.name()));
 }
 
 // Note [precision rules] in the wrapper: an argument an entry's `args:` names is marked with the
@@ -128,13 +122,13 @@ std::string driver_arguments(const policy::ResolvedEntry& entry, const Signature
   const model::FunctionSchema& schema = *entry.schema;
   // rt::fall_through takes the site, the op and the arguments as they came: nothing the entry adds.
   const bool through = driver == "fall_through";
-  std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, \"{}\"}}", schema.name().qualified())};
-  if (!through && entry.policy == PolicyKind::banned) items.push_back(cpp_string_literal(entry.message));
+  std::vector<std::string> items = {fmt::format("{{kDevice, kAutocastKey, {}}}", cpp_string_literal(schema.name().qualified()))};
+  if (!through && entry.policy == PolicyKind::banned) items.push_back(fmt::format("rt::text({})", cpp_string_literal(entry.message)));
   if (!through && entry.policy == PolicyKind::fp8) items.push_back("kFp8Recipe");
   items.push_back(callee(schema));
   if (!through && entry.redispatch)
     items.push_back(entry.redispatch->name().is_aten() ? callee(*entry.redispatch)
-                                                      : torch_unambiguous_name(schema.name()) + "_redispatch_op()");
+                                                      : wrapper_name(schema.name()) + "_redispatch_op()");
   for (size_t i = 0; i < sig.param_names.size(); ++i) {
     const std::string& name = sig.param_names[i];
     if (through) items.push_back(name);
@@ -153,7 +147,7 @@ std::string cpp_literal(const policy::RuleValue& value, const model::Type& type)
   switch (value.kind) {
     case Kind::none: return "std::nullopt";
     case Kind::boolean: return value.boolean ? "true" : "false";
-    case Kind::text: return cpp_string_literal(value.text);
+    case Kind::text: return fmt::format("rt::text({})", cpp_string_literal(value.text));  // its length kept: NUL bytes too
     case Kind::dtype:
       for (const policy::DtypeName& d : policy::dtype_names())
         if (d.name == value.text) return fmt::format("at::ScalarType::{}", d.c10);
@@ -204,8 +198,8 @@ std::string rule_condition(const policy::Rule& rule, const model::FunctionSchema
 mustache::data dispatcher_handle(const model::FunctionSchema& schema, const Signature& sig) {
   mustache::data d;
   d.set("function_type", sig.function_type());
-  d.set("qualified_name", fmt::format("{}::{}", schema.name().ns, schema.name().name));
-  d.set("overload", schema.name().overload);
+  d.set("qualified_name", cpp_string_literal(fmt::format("{}::{}", schema.name().ns, schema.name().name)));
+  d.set("overload", cpp_string_literal(schema.name().overload));
   return d;
 }
 
@@ -262,10 +256,10 @@ mustache::data wrapper_data(const std::vector<const policy::ResolvedEntry*>& ent
                             const TorchTargetOptions& options) {
   const policy::ResolvedEntry& entry = *entries.front();
   const model::FunctionSchema& schema = *entry.schema;
-  const std::string name = torch_unambiguous_name(schema.name());
+  const std::string name = wrapper_name(schema.name());
   const bool aten = schema.name().is_aten();
   mustache::data d;
-  d.set("schema", schema.str());
+  d.set("schema", cpp_escaped(schema.str()));
   d.set("op", schema.name().qualified());
   // The name's parts, for templates that register through other helpers (bench/templates/kernel_macros).
   d.set("op_name", schema.name().name);
@@ -281,7 +275,7 @@ mustache::data wrapper_data(const std::vector<const policy::ResolvedEntry*>& ent
   // aten ops are called through at::_ops (checked against it at compile time); others through a
   // typed dispatcher handle looked up once.
   d.set("check_signature", aten);
-  d.set("ops_name", name);
+  d.set("ops_name", torch_unambiguous_name(schema.name()));
   d.set("dispatcher_handle", aten ? mustache::data(false) : dispatcher_handle(schema, sig));
   const auto redispatching = std::find_if(entries.begin(), entries.end(), [](const policy::ResolvedEntry* e) { return e->redispatch; });
   d.set("redispatch_handle", redispatching != entries.end() && !(*redispatching)->redispatch->name().is_aten()
@@ -340,7 +334,7 @@ std::string_view state_type(WrapperState state) {
 
 }  // namespace
 
-std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + identifier(name); }
+std::string generated_namespace(const std::string& name) { return "autocastgen::generated::" + cpp_identifier(identifier(name)); }
 
 std::string_view spelling(WrapperState state) {
   switch (state) {
@@ -433,12 +427,18 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     if (redispatching != group.end())
       redispatch_sig = signature_of(*(*redispatching)->redispatch, schemas.attributes(*(*redispatching)->redispatch).structured, diags);
     if (!sig || (redispatching != group.end() && !redispatch_sig)) continue;
+    const model::OperatorName& name = entry.schema->name();
+    if (is_reserved_cpp_name(name.namespace_or_aten())) {  // TORCH_LIBRARY_IMPL would expand or reject it
+      diags.error(entry.schema->location(), fmt::format("generated C++ cannot register ops of the namespace '{}': it is a C++ keyword or "
+                                                        "a macro's name (runtime policies can: load_policy)", name.namespace_or_aten()));
+      continue;
+    }
     WrapperPiece piece;
     piece.data = wrapper_data(group, *sig, redispatch_sig, piece.headers, options);
-    const model::OperatorName& name = entry.schema->name();
     piece.ns = std::string(name.namespace_or_aten());
-    piece.registration.set("op", name.unqualified());
-    piece.registration.set("wrapper", torch_unambiguous_name(name));
+    piece.registration.set("op", cpp_string_literal(name.unqualified()));
+    piece.registration.set("qualified", cpp_string_literal(fmt::format("{}::{}", piece.ns, name.unqualified())));
+    piece.registration.set("wrapper", wrapper_name(name));
     piece.uses_fp8_recipe = std::any_of(group.begin(), group.end(), [](const policy::ResolvedEntry* e) { return e->policy == PolicyKind::fp8; });
     pieces.push_back(std::move(piece));
   }
@@ -448,9 +448,9 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
   std::vector<std::string> digests;
   mustache::data inputs = mustache::data::type::list;
   for (const InputDigest& input : options.inputs) {
-    digests.push_back(fmt::format("{}@{}", input.name, input.sha256.substr(0, 12)));
+    digests.push_back(fmt::format("{}@{}", cpp_escaped(input.name), input.sha256.substr(0, 12)));
     mustache::data i;
-    i.set("name", input.name);
+    i.set("name", cpp_escaped(input.name));
     i.set("sha256", input.sha256);
     inputs << i;
   }
@@ -533,6 +533,14 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     data.set("sections", first_shard && !policy.sections.empty() ? sections : mustache::data(false));
     std::optional<std::string> cpp = templates.render("autocast.cpp", data, diags);
     if (!cpp) return std::nullopt;
+    // Note [data in generated code]: a raw control byte would be data that missed cpp_escaped (or a
+    // template's own), which a compiler may read as a line break.
+    if (const std::optional<size_t> at = find_raw_control_byte(*cpp)) {
+      const size_t line = static_cast<size_t>(std::count(cpp->begin(), cpp->begin() + static_cast<std::ptrdiff_t>(*at), '\n')) + 1;
+      diags.error({}, fmt::format("internal error: the generated {} would hold the raw byte 0x{:02x} on line {}; nothing was written",
+                                  shard_file_name(options.name, static_cast<int>(shard) + 1), static_cast<unsigned char>((*cpp)[*at]), line));
+      return std::nullopt;
+    }
     files.push_back({shard_file_name(options.name, static_cast<int>(shard) + 1), std::move(*cpp)});
     begin = end;
   }
@@ -557,7 +565,7 @@ nlohmann::ordered_json torch_manifest(const policy::ResolvedPolicy& policy, cons
   const std::string ns = generated_namespace(options.name);
   for (const policy::ResolvedEntry& entry : policy.entries) {
     nlohmann::ordered_json op = entry_json(entry);
-    op["wrapper"] = ns + "::" + torch_unambiguous_name(entry.schema->name());
+    op["wrapper"] = ns + "::" + wrapper_name(entry.schema->name());
     op["dispatch_key"] = policy.dispatch_key;
     m["ops"].push_back(std::move(op));
   }

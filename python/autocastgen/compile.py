@@ -329,7 +329,7 @@ def _default_name(policy: Path) -> str:
 def _policy_chain(policy: Path) -> list[Path]:
     """The policy and the files its ``extends:`` chain names, as far as they can be read.
 
-    For the key and for finding namespaces; the generator's depfile, recorded in the entry and
+    For the key and for finding namespaces; the generator's input list, recorded in the entry and
     checked at every load, is the authority on what the library was built from.
     """
     chain: list[Path] = []
@@ -387,8 +387,25 @@ def _dispatcher_schemas(namespaces: set[str]) -> str:
             schema = torch._C._get_schema(f"{ns}::{op}", overload)
         except RuntimeError:  # kernels registered for an op nobody defined
             continue
-        lines.append(f"- func: {schema}\n")
+        lines.append(f"- func: {_yaml_quoted(str(schema))}\n")
     return "".join(lines)
+
+
+def _yaml_quoted(text: str) -> str:
+    """``text`` as a YAML double-quoted scalar holding only printable ASCII: a schema's string default
+    may hold ``": "``, ``#``, quotes or line breaks, none of which may end or change the scalar."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
 
 
 def _compiler() -> dict[str, str]:
@@ -452,7 +469,7 @@ def _tree_digest(roots: Sequence[Path], pattern: str) -> str:
 # a relative `extends:` depends on where the file is.
 #
 # An entry is used only if metadata.json parses, records this key and format, the library has
-# the size and sha256 it records, and every input the generator's depfile named (the whole
+# the size and sha256 it records, and every input the generator's input list named (the whole
 # extends chain, the schemas) still has the sha256 recorded: a truncated or replaced library, a
 # missing file, or an input changed in a way the key did not see is a "problem", and the entry is
 # built again.
@@ -545,7 +562,7 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
             "library_size": library.stat().st_size,
             "library_sha256": _sha256(library),
             "source": f"autocast_{request.name}.cpp",
-            "dependencies": {str(p): _sha256(p) for p in _depfile_inputs(work / f"autocast_{request.name}.d", work)},
+            "dependencies": {str(p): _sha256(p) for p in _input_list(work / f"autocast_{request.name}.inputs", work)},
             "device": manifest["device"],
             "dispatch_key": manifest["dispatch_key"],
             "ops": dict(sorted((op["op"], op["policy"]) for op in manifest["ops"])),
@@ -570,7 +587,7 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
 def _generate_command(work: Path, request: _Request) -> list[str]:
     """cmake/AutocastgenOps.cmake's generate command line for the same inputs."""
     command = [str(request.layout.cli), "generate", "--target", "torch", "--policy", request.given,
-               "--out", str(work), "--name", request.name, "--depfile", str(work / f"autocast_{request.name}.d"),
+               "--out", str(work), "--name", request.name, "--input-list", str(work / f"autocast_{request.name}.inputs"),
                "--torch-version", request.torch_release]
     for schema in request.schema_args:
         command += ["--schemas", schema]
@@ -642,18 +659,15 @@ def _estimate(root: Path) -> str:
         return "the first compile on this machine (time not known yet)"
 
 
-def _depfile_inputs(depfile: Path, work: Path) -> list[Path]:
-    """The inputs a Makefile-style depfile names, outside ``work``, in first-seen order."""
-    text = depfile.read_text(encoding="utf-8").replace("\\\n", " ")
+def _input_list(path: Path, work: Path) -> list[Path]:
+    """The input files the generator read (its ``--input-list``: absolute paths, each ended by a NUL
+    byte, so any file name), outside ``work``, in its order. Not its depfile: Make's syntax cannot
+    name a file whose name holds a line break."""
     found: list[Path] = []
-    for line in text.splitlines():
-        _, sep, rest = line.partition(": ")
-        if not sep:
-            continue
-        for token in re.findall(r"(?:\\.|[^\s\\])+", rest):
-            file = Path(re.sub(r"\\(.)", r"\1", token).replace("$$", "$")).resolve()
-            if work not in file.parents and file not in found:
-                found.append(file)
+    for name in path.read_bytes().split(b"\0")[:-1]:
+        file = Path(os.fsdecode(name)).resolve()
+        if work not in file.parents and file not in found:
+            found.append(file)
     return found
 
 

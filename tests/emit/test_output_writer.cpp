@@ -70,8 +70,20 @@ TEST_F(OutputWriterTest, WritesNothingAfterErrors) {
 TEST_F(OutputWriterTest, DepfileListsEveryInputForEveryOutput) {
   OutputWriter writer(dir_);
   ASSERT_TRUE(writer.add("a.cpp", "x", diags_));
-  const std::string dep = writer.depfile({"/p/policy.yaml", "/p/my base.yaml"});
-  EXPECT_EQ(dep, (dir_ / "a.cpp").lexically_normal().string() + ": \\\n  /p/policy.yaml \\\n  /p/my\\ base.yaml\n");
+  std::string unwritable;
+  const std::optional<std::string> dep = writer.depfile({"/p/policy.yaml", "/p/my base.yaml"}, unwritable);
+  ASSERT_TRUE(dep.has_value());
+  EXPECT_EQ(*dep, (dir_ / "a.cpp").lexically_normal().string() + ": \\\n  /p/policy.yaml \\\n  /p/my\\ base.yaml\n");
+}
+
+TEST_F(OutputWriterTest, ADepfileCannotNameALineBreakButTheInputListCan) {
+  OutputWriter writer(dir_);
+  ASSERT_TRUE(writer.add("a.cpp", "x", diags_));
+  std::string unwritable;
+  EXPECT_FALSE(writer.depfile({"/p/policy.yaml", "/p/b\n#include <x>"}, unwritable).has_value());
+  EXPECT_EQ(unwritable, "/p/b\n#include <x>");
+  EXPECT_EQ(OutputWriter::input_list({"/p/policy.yaml", "/p/b\n#x", "/p/\xff"}),
+            std::string("/p/policy.yaml") + '\0' + "/p/b\n#x" + '\0' + "/p/\xff" + '\0');
 }
 
 }  // namespace

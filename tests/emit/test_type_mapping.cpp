@@ -100,8 +100,6 @@ TEST(TypeMapping, Names) {
   EXPECT_EQ(torch_ops_header(name("__and__", "Tensor")), "ATen/ops/and_ops.h");
   EXPECT_EQ(torch_ops_header(name("__iand__", "Tensor")), "ATen/ops/and_ops.h");
   EXPECT_EQ(torch_ops_header(name("_native_batch_norm_legit_functional")), "ATen/ops/_native_batch_norm_legit_ops.h");
-  EXPECT_EQ(cpp_identifier("default"), "default_");
-  EXPECT_EQ(cpp_identifier("self"), "self");
   EXPECT_EQ(torch_device_type("privateuseone"), "PrivateUse1");
   EXPECT_EQ(torch_device_type("cuda"), "CUDA");
 }

@@ -42,9 +42,9 @@ at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor
   return lower;
 }
 
-void raise_banned(const char* op, const char* message) {
+void raise_banned(const char* op, std::string_view message) {
   (void)op;  // the message is raised exactly as the policy wrote it, as PyTorch's own banned kernels do
-  TORCH_CHECK(false, message);
+  TORCH_CHECK(false, std::string(message));
 }
 
 FallthroughRegistration::FallthroughRegistration(c10::DispatchKey key) {

@@ -184,7 +184,7 @@ void run_policy(const KernelSpec& spec, const c10::OperatorHandle& op, c10::Stac
       };
       return torch::fp32_append_dtype<State>(site, call, redispatch, args);
     }
-    case PolicyKind::banned: return torch::banned<State>(site, r.message.c_str(), call, args);
+    case PolicyKind::banned: return torch::banned<State>(site, r.message, call, args);
     case PolicyKind::fp8: return torch::fp8<State>(site, *r.fp8_recipe, call, args);
   }
 }

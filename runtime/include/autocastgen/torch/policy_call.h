@@ -128,7 +128,7 @@ TORCH_API bool is_eligible(const at::Tensor& tensor, c10::DeviceType device);
 
 // banned: raises c10::Error with the policy's message exactly as written (PyTorch's own banned
 // kernels raise their message alone, and code matches on it).
-[[noreturn]] TORCH_API void raise_banned(const char* op, const char* message);
+[[noreturn]] TORCH_API void raise_banned(const char* op, std::string_view message);
 
 namespace detail {
 template <typename Tensors, typename CastOne>
@@ -220,7 +220,7 @@ class Call {
     if (next == current) return current;
     return State::promote(current, tensor, site_.device);
   }
-  [[noreturn]] void raise_banned(const char* message) const {
+  [[noreturn]] void raise_banned(std::string_view message) const {
     ran_nowhere_ = true;
     ::autocastgen::torch::raise_banned(site_.op, message);
   }
@@ -482,7 +482,7 @@ decltype(auto) fp32_append_dtype(const Site& site, const Op& op, const Redispatc
 
 // Raises with the policy's message.
 template <typename State, typename Op, typename... Args>
-decltype(auto) banned(const Site& site, const char* message, const Op& op, const Args&... args) {
+decltype(auto) banned(const Site& site, std::string_view message, const Op& op, const Args&... args) {
   const Call<State> call(site, stats::Policy::banned);
   if (!call.on()) return call.run(op, plain_arg(args)...);
   call.raise_banned(message);
@@ -593,7 +593,7 @@ bool matches(const T& value, const L& literal) {
   } else if constexpr (std::is_same_v<T, c10::SymInt>) {
     const std::optional<int64_t> known = value.maybe_as_int();
     return known.has_value() && *known == literal;
-  } else if constexpr (std::is_same_v<L, const char*>) {
+  } else if constexpr (std::is_same_v<L, std::string_view>) {
     return std::string_view(value.data(), value.size()) == literal;
   } else if constexpr (std::is_floating_point_v<T>) {
     return same_number(value, literal);
@@ -602,6 +602,13 @@ bool matches(const T& value, const L& literal) {
   }
 }
 }  // namespace detail
+
+// A text literal of a condition with its length: the bytes of a `when:` value may include NUL
+// (Note [data in generated code] in the generator's emit/cpp_text.h).
+template <size_t N>
+constexpr std::string_view text(const char (&literal)[N]) {
+  return std::string_view(literal, N - 1);
+}
 
 // Whether `value` equals one of `literals` (the generated condition of a `when:` or `unless:`).
 template <typename T, typename... Literals>

@@ -625,7 +625,7 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
     work.mkdir()
     try:
         log_path = work / "build.log"
-        with open(log_path, "w", encoding="utf-8", errors="backslashreplace") as log:
+        with open(log_path, "wb", buffering=0) as log:
             manifest = _generate(work, request, log, verbose)
             estimate = _estimate(root)
             why = "first use" if problem == "not compiled yet" else f"cache entry {shown(entry.name)}: {problem}"
@@ -687,7 +687,7 @@ def _generate_command(work: Path, request: _Request) -> list[str]:
     return command
 
 
-def _generate(work: Path, request: _Request, log: IO[str], verbose: bool) -> dict[str, Any]:
+def _generate(work: Path, request: _Request, log: IO[bytes], verbose: bool) -> dict[str, Any]:
     """Runs the generator (in the caller's directory, so diagnostics name files as given)."""
     command = _generate_command(work, request)
     done = subprocess.run(command, capture_output=True)
@@ -755,7 +755,7 @@ def _ninja_shell_word(text: str) -> str:
     return shlex.quote(text).replace("$", "$$")
 
 
-def _compile(place: Path, entry: Path, request: _Request, log: IO[str], verbose: bool) -> float | None:
+def _compile(place: Path, entry: Path, request: _Request, log: IO[bytes], verbose: bool) -> float | None:
     """Builds the generated file in a child process; seconds taken, or None if it failed. ``place``
     is the build folder, or a link to it with a plain path (Note [building at a plain path])."""
     # __FILE__ (the dispatcher's "registered at" of each kernel) names the source where it will be
@@ -781,9 +781,19 @@ def _compile(place: Path, entry: Path, request: _Request, log: IO[str], verbose:
     return time.monotonic() - start if child.returncode == 0 else None
 
 
-def _write(log: IO[str], text: str, verbose: bool) -> None:
-    log.write(text)
-    log.flush()
+def _write(log: IO[bytes], text: str, verbose: bool) -> None:
+    """Appends ``text`` to the build log (unbuffered: a full disk is an error naming the log, here
+    and not at close), and to stderr when ``verbose``. Paths that are not UTF-8 keep their bytes."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "backslashreplace")
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[log.write(view):]
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, log.name) from None
     if verbose:
         sys.stderr.write(text)
         sys.stderr.flush()

@@ -101,7 +101,7 @@ class CompileError(RuntimeError):
     """The generated wrappers did not compile, link or load; nothing was cached.
 
     ``str(error)`` names the policy, the compiler's exit status, its first error lines and the log
-    with its whole output (``error.log``), kept in ``<cache>/<name>-<key>.failed/`` with the
+    with its whole output (``build.log``), kept in ``<cache>/<name>-<key>.failed/`` with the
     generated source until the next attempt.
     """
 
@@ -204,8 +204,13 @@ def compile_policy(
             (without the ``N errors generated.`` line). Nothing was compiled or cached.
         CompileError: the compiler or the linker failed, or the library did not load; the text
             names the log with the compiler's output.
-        ValueError: ``name`` is not an identifier.
+        CacheError: the cache folder cannot be written (read-only, full): an ``OSError`` naming
+            the folder, the file and the reason; the cache is as it was.
+        ValueError: ``name`` is not an identifier of at most 100 characters.
         FileNotFoundError: a schema file does not exist.
+
+    Any path works (spaces, quotes, bytes that are not UTF-8, long names; Note [building at a
+    plain path]). What a policy can make happen and what this runs: docs/security.md.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"autocastgen.compile_policy: path must be a str or os.PathLike, not {type(path).__name__}")

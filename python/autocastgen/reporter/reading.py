@@ -20,6 +20,7 @@ ValueError; every regular expression here is linear in the text it scans.
 
 from __future__ import annotations
 
+import array
 import itertools
 import json
 import json.decoder
@@ -505,14 +506,14 @@ def _parse(text: str) -> Any:
 # Strings (closed or running to the end) and brackets: one pass, no backtracking across a string.
 _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_NESTING_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_NESTING_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
 
 
 def _may_nest_too_deep(data: bytes) -> bool:
     """Whether the brackets alone, strings not told apart, nest past MAX_DEPTH (a quick pass in C:
     a file the runtime wrote nests 4 deep)."""
-    brackets = data.translate(None, _NOT_BRACKETS)
-    return max(itertools.accumulate(map(_NESTING_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
+    steps = array.array("b", data.translate(None, _NOT_BRACKETS).translate(_NESTING_STEPS))
+    return max(itertools.accumulate(steps), default=0) > MAX_DEPTH
 
 
 def _too_deep_at(text: str) -> int | None:

@@ -140,14 +140,39 @@ def load_policy(
         raise ValueError(f"autocastgen.load_policy: name must be a one-line, non-empty str, not {name!r}")
     ops = _ops()
     if not _is_text(path_or_yaml_text):
-        path = os.fspath(path_or_yaml_text)
-        return _load_file(ops, path, path, {})
+        path = os.fsdecode(path_or_yaml_text)
+        if _is_utf8(path):
+            return _load_file(ops, path, path, {})
+        return _load_through_link(ops, path)
     with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
         # The runtime reads files only; the text goes to a private file whose path the
         # diagnostics then call `name`.
         path = str(Path(directory) / "policy.yaml")
         write_file(path, _absolute_extends(path_or_yaml_text, name))
         return _load_file(ops, path, name, {path: name})
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 in a file name (surrogateescape)
+        return False
+    return True
+
+
+def _load_through_link(ops, path: str) -> int:
+    """Loads a policy whose folder's path is not UTF-8 (the runtime's op takes text): through a
+    symbolic link to the folder in a private one, so that a relative ``extends:`` still resolves
+    there; diagnostics name the folder as a terminal shows it (``\\xff``)."""
+    folder, file_name = os.path.split(os.path.abspath(path))
+    if not _is_utf8(file_name):
+        raise PolicyError(f"autocastgen: error: cannot load policy '{shown(path)}': its file name is not UTF-8 (the "
+                          "runtime takes UTF-8 paths; the folder may be anything): rename it, or use compile_policy",
+                          path)
+    with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
+        link = os.path.join(directory, "folder")
+        os.symlink(folder, link)
+        return _load_file(ops, os.path.join(link, file_name), shown(path), {link: shown(folder)})
 
 
 def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:

@@ -1,7 +1,8 @@
 """User text the Python side reads or prints itself: a policy's `extends:` line (Note [reading
 extends: without a parser] in python/autocastgen/_extends.py) against PyYAML's reading of the same
 text, bounded on hostile lines (the regular expression it replaced took 45 s on 60,000 spaces);
-`load_policy`'s YAML text with a relative `extends:`; names escaped for a terminal (Note [names on
+`load_policy`'s YAML text with a relative `extends:`, and a policy in a folder whose name is not
+UTF-8; names escaped for a terminal (Note [names on
 a terminal] in _terminal.py).
 
 Bounds are checked as limits, not timings: the hostile lines are read in a fresh interpreter with
@@ -123,6 +124,30 @@ def test_load_policy_text_with_a_relative_extends(tmp_path, monkeypatch):
     with pytest.raises(autocastgen.PolicyError) as error:
         autocastgen.load_policy("extends:" + " " * 60000 + "\n", name="spaces.yaml")
     assert str(error.value).startswith("spaces.yaml:1:"), str(error.value)[:300]
+
+
+def test_load_policy_from_a_folder_whose_name_is_not_utf8(tmp_path):
+    # The runtime's op takes text: the folder is reached through a link, extends: still resolves in it.
+    sys.path.insert(0, str(BUILD / "python"))
+    import autocastgen
+
+    folder = os.fsencode(tmp_path) + b"/odd \xff 'folder'"
+    os.makedirs(folder)
+    with open(folder + b"/base.yaml", "w") as f:
+        f.write("autocast: {device: cpu}\nlists:\n  fp32: [mm]\n")
+    with open(folder + b"/good.yaml", "w") as f:
+        f.write("extends: base.yaml\nlists:\n  lower_precision_fp: [addmm]\n")
+    with open(folder + b"/bad.yaml", "w") as f:
+        f.write("extends: base.yaml\nlists:\n  fp32: [no_such_op]\n")
+    try:
+        assert autocastgen.load_policy(os.fsdecode(folder + b"/good.yaml")) == 2
+    finally:
+        autocastgen.clear_runtime_policies()
+    with pytest.raises(autocastgen.PolicyError) as error:
+        autocastgen.load_policy(Path(os.fsdecode(folder + b"/bad.yaml")))
+    assert str(error.value).startswith(f"{tmp_path}/odd \\xff 'folder'/bad.yaml:3:10: error: unknown op 'no_such_op'")
+    with pytest.raises(autocastgen.PolicyError, match=r"its file name is not UTF-8"):
+        autocastgen.load_policy(os.fsdecode(folder + b"/\xfe.yaml"))
 
 
 SHOWN = [

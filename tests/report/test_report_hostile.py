@@ -80,6 +80,10 @@ def test_a_hostile_file_is_a_located_error_within_bounds(name, tmp_path):
     assert result["ok"] is False
     first = result["text"].split("\n", 1)[0]
     assert first == f"{path}{wanted}", first[:400]
+    # A long source line is shown around its column, and the caret under that part only.
+    shown = [line for line in result["text"].splitlines() if ": error: " not in line and ": note: " not in line
+             and not line.startswith("autocastgen: ")]
+    assert shown and max(map(len, shown)) <= 206, max(map(len, shown))
     if name == "many_errors":  # counted whole, the first 20 shown
         assert result["count"] == 200_000
         assert result["text"].count(": error: ") == 20

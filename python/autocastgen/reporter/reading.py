@@ -91,7 +91,7 @@ class _Source:
         shown = ("..." if left else "") + source[left:right] + ("..." if len(source) > right else "")
         pad = ("..." if left else "") + "".join("\t" if c == "\t" else " " for c in before[left:])
         shown_line = "".join("?" if (ord(c) < 0x20 and c != "\t") or c == "\x7f" else c for c in shown)
-        room = max(0, len(source) - len(before) - 1)
+        room = max(0, min(len(source), right) - len(before) - 1)  # under the shown part only
         caret = "^" + "~" * min(d.length - 1, room)
         return f"{self.name}:{line + 1}:{column}: {d.severity}: {_shown(d.message)}\n{shown_line}\n{pad}{caret}\n"
 

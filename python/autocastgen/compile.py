@@ -767,7 +767,8 @@ def _compile(place: Path, entry: Path, request: _Request, log: IO[bytes], verbos
     # (as a terminal would show it: a name that is not UTF-8 cannot be a C string here).
     cflags = [*_CFLAGS, _ninja_shell_word(f"-ffile-prefix-map={place}={shown(os.fspath(entry))}")]
     spec = {"name": request.name, "source": str(place / f"autocast_{request.name}.cpp"),
-            "build_dir": str(place / "build"), "cflags": cflags, "ldflags": _ldflags(request.layout),
+            "build_dir": str(place / "build"), "cflags": cflags,
+            "ldflags": [_ninja_shell_word(flag) for flag in _ldflags(request.layout)],  # a runtime path with a space
             "include_dirs": [str(p) for p in request.layout.include_dirs]}
     (place / "build").mkdir()
     write_file(place / "build.json", json.dumps(spec, indent=1) + "\n")

@@ -13,7 +13,10 @@ deeper than the C++ reader's limit (64 levels, kMaxYamlDepth in core/support/yam
 "invalid JSON: nesting deeper than 64 levels", at the first bracket past it: found by a pass over
 the file's brackets alone (bytes.translate, a few percent of the read), exactly by a scan that
 skips strings when that pass says it may be so, and before the position-keeping parser (which
-recurses) ever runs. A number the json module will not turn into an int (more than 4300 digits)
+recurses) ever runs. Strings full of closing brackets can hide nesting from the quick pass: such a
+file is still refused where the json module's parser runs out of recursion (about 1000 levels)
+or a check fails, and otherwise read (its deep part is a member nothing reads), where the stats
+verb refuses it. A number the json module will not turn into an int (more than 4300 digits)
 or a count past 2^64 - 1 is the stats verb's "must be a non-negative integer" error, not a
 ValueError; every regular expression here is linear in the text it scans.
 """

@@ -544,7 +544,9 @@ std::optional<std::vector<GeneratedFile>> emit_torch_target(const model::SchemaS
     files.push_back({shard_file_name(options.name, static_cast<int>(shard) + 1), std::move(*cpp)});
     begin = end;
   }
-  files.push_back({fmt::format("autocast_{}.manifest.json", options.name), torch_manifest(policy, options).dump(2) + "\n"});
+  // A file name that is not UTF-8 (an input's) is written with U+FFFD: nlohmann's dump would throw.
+  files.push_back({fmt::format("autocast_{}.manifest.json", options.name),
+                   torch_manifest(policy, options).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"});
   return files;
 }
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._advice_ranges import Place, _Measure, _percent
+from ._atomic import write_file
+from ._terminal import shown
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,7 @@ class Advice:
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Writes the policy to ``path`` (``extends:`` relative to its folder); returns the path."""
         out = Path(path)
-        out.write_text(_policy_text(self, _relative_base(self.base, out)), encoding="utf-8")
-        return out
+        return write_file(out, _policy_text(self, _relative_base(self.base, out)))
 
     def report(self) -> str:
         """The advice in a few lines: the places moved and why, runs, shares."""
@@ -96,7 +97,7 @@ class Advice:
             lines.append(f"GEMMs in {self.dtype}: {_share_line(self.share)}")
         if self.verified:
             lines.append(f"time: {self.seconds:.2f} s")
-        return "\n".join(lines)
+        return "\n".join(shown(line) for line in lines)  # Note [names on a terminal]
 
     def __str__(self) -> str:
         return self.report()

@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ._advice_policy import _quote, _relative_base
+from ._atomic import write_file
+from ._terminal import shown
 
 GEMM_OPS = ("aten::linear", "aten::mm", "aten::addmm")
 FP8_DTYPE = "float8_e4m3fn"
@@ -129,8 +131,7 @@ class Fp8Advice:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         out = Path(path)
-        out.write_text(policy_text(self, _relative_base(self.base, out)), encoding="utf-8")
-        return out
+        return write_file(out, policy_text(self, _relative_base(self.base, out)))
 
     def report(self) -> str:
         lines = [f"autocastgen advise --fp8: {len(self.kept)} of {len(self.places)} place"
@@ -138,7 +139,7 @@ class Fp8Advice:
         for place in self.places:
             lines.append(f"  {'+' if place.kept else '-'} {place.module}: {place.reason}")
         lines.append(f"model runs: {len(self.log)}; time: {self.seconds:.2f} s")
-        return "\n".join(lines)
+        return "\n".join(shown(line) for line in lines)  # Note [names on a terminal]
 
     def __str__(self) -> str:
         return self.report()

@@ -47,22 +47,21 @@ Note [the advisor]: how a place is chosen.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._atomic import WriteError, write_file
 from ._advice_policy import Advice, Moved, Run, _advice_for, _policy_text, _relative_base
 from ._advice_ranges import Place, _risk_order, measure
 from ._advice_record import _FORMATS, AdviseError, _check_base, _dtype_name, read_record
 from ._advice_record import base_autocast  # noqa: F401 (importable from here, as before the split)
 from ._advice_run import _DEFAULT_RTOL, _default_check, _device_of, _GemmCounter, _leaves, _Runner, _split_inputs
 from ._fp8_advice import Fp8Advice, Fp8Place, advise_fp8
+from ._terminal import shown
 
 __all__ = ["Advice", "AdviseError", "Fp8Advice", "Fp8Place", "Moved", "Run", "advise", "main"]
 
@@ -251,13 +250,13 @@ def advise_record(record: str | os.PathLike[str], policy: str | os.PathLike[str]
                   margin_bits: float = 1.0, device: str | None = None) -> Advice:
     """The range proposal from a record file (no model to run): what ``autocastgen advise`` writes.
     A record does not say which device it ran on: ``device`` (``--device``) checks the base's."""
+    from .reporter.reading import ReadError, read_json
+
     path = os.fspath(record)
     try:
-        table = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise AdviseError(f"{path}: cannot read the record: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise AdviseError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+        table = read_json(path)  # the report's reader: bounded, every error located
+    except ReadError as error:
+        raise AdviseError(f"{path}: cannot read the record:\n{str(error).rstrip()}") from None
     name = _dtype_name(dtype)
     rows = read_record(table, path)
     _check_base(os.fspath(policy), name, device)
@@ -299,17 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         advice = advise_record(options.record, options.policy, options.dtype, options.margin_bits, options.device)
         text = _policy_text(advice, _relative_base(advice.base, out))
         # Written only when it loads: checked where it will live (its extends: is relative).
-        with tempfile.NamedTemporaryFile("w", dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".yaml",
-                                         delete=False, encoding="utf-8") as temporary:
-            temporary.write(text)
         try:
             clear_runtime_policies()
-            load_policy(temporary.name)
-            os.replace(temporary.name, out)
+            write_file(out, text, check=lambda temporary: load_policy(Path(temporary)))
         finally:
             clear_runtime_policies()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary.name)
         return advice
 
     return _reported(from_record, options)
@@ -322,15 +315,21 @@ def _reported(make: Callable[[], Advice], options: argparse.Namespace) -> int:
 
     try:
         advice = make()
-    except AdviseError as error:
-        print(f"autocastgen: error: {error}", file=sys.stderr)
+    except (AdviseError, WriteError) as error:
+        print(f"autocastgen: error: {_shown_lines(str(error))}", file=sys.stderr)
         return 1
     except PolicyError as error:
-        print(f"{error}\nautocastgen: error: the base policy has errors; no advice written", file=sys.stderr)
+        print(f"{_shown_lines(str(error))}\nautocastgen: error: the base policy has errors; no advice written",
+              file=sys.stderr)
         return 1
-    print(advice.report())
-    print(f"wrote {options.output}")
+    print(_shown_lines(advice.report()))
+    print(f"wrote {shown(options.output)}")
     return 0
+
+
+def _shown_lines(text: str) -> str:
+    """``text``'s lines as a terminal shows them (Note [names on a terminal] in _terminal.py)."""
+    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def _main_fp8(options: argparse.Namespace, out: Path) -> int:

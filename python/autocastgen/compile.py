@@ -7,11 +7,13 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,9 +26,12 @@ from typing import IO, Any, Union
 import torch
 
 from . import _runtime
-from .policy import _EXTENDS_LINE, PolicyError
+from ._atomic import WriteError, write_file
+from ._extends import find_extends
+from ._terminal import shown
+from .policy import PolicyError
 
-__all__ = ["CACHE_VARIABLE", "CompileError", "CompiledPolicy", "cache_dir", "compile_policy"]
+__all__ = ["CACHE_VARIABLE", "CacheError", "CompileError", "CompiledPolicy", "cache_dir", "compile_policy"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -57,9 +62,16 @@ _RUNTIME_LINK_NAME = "autocastgen_runtime_torch"
 # the generator when no schema files are given.
 _NAMESPACE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)::")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# A library name longer than this would, with the key and the cache's suffixes, pass the file
+# system's limit of 255 bytes on one name; a default name (the policy file's stem) is cut to it.
+_MAX_NAME = 100
+# An extends chain longer than the resolver's limit (kMaxDepth in core/policy/resolver.cpp) is its error.
+_MAX_CHAIN = 64
 # The compiler's, the linker's, ccache's and ninja's error lines (not Python's tracebacks).
 _ERROR_LINE = re.compile(r"\berror:|^FAILED:|undefined reference|undefined symbol", re.I)
-_ERROR_COUNT_LINE = re.compile(r"\n?[^\n]*: \d+ errors? generated\.\n?\Z")
+_ERROR_COUNT_LINE = re.compile(r"[^\n]*: \d+ errors? generated\.")  # fullmatch on the last line only
+# Characters a path may hold to be handed to cpp_extension as it is (Note [building at a plain path]).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,@%-]+\Z")
 
 _lock = threading.Lock()  # one compile_policy at a time per process (the file lock orders processes)
 _loaded: dict[str, CompiledPolicy] = {}  # key -> the handle of the library this process loaded
@@ -67,11 +79,29 @@ _digests: dict[tuple[str, int, int, int], str] = {}
 _compilers: dict[str, dict[str, str]] = {}
 
 
+class CacheError(OSError):
+    """The cache folder could not be written (read-only, full, not a folder): nothing entered the
+    cache, and an entry that was there is as it was. ``errno``, ``strerror`` and ``filename`` are
+    the system's; ``str(error)`` names the policy, the folder and what to do."""
+
+    def __init__(self, error: OSError, root: Path, name: str) -> None:
+        super().__init__(error.errno, error.strerror or str(error), error.filename or os.fspath(root))
+        self.root = root
+        self.name = name
+
+    def __str__(self) -> str:
+        where = os.fsdecode(self.filename)
+        inside = "" if where == os.fspath(self.root) else f" ({shown(where)})"
+        return (f"autocastgen.compile_policy: cannot build policy '{self.name}' in the cache folder "
+                f"'{shown(os.fspath(self.root))}': {self.strerror}{inside}; the cache is as it was. Free space, or "
+                f"set {CACHE_VARIABLE} to a writable folder")
+
+
 class CompileError(RuntimeError):
     """The generated wrappers did not compile, link or load; nothing was cached.
 
     ``str(error)`` names the policy, the compiler's exit status, its first error lines and the log
-    with its whole output (``error.log``), kept in ``<cache>/<name>-<key>.failed/`` with the
+    with its whole output (``build.log``), kept in ``<cache>/<name>-<key>.failed/`` with the
     generated source until the next attempt.
     """
 
@@ -174,8 +204,13 @@ def compile_policy(
             (without the ``N errors generated.`` line). Nothing was compiled or cached.
         CompileError: the compiler or the linker failed, or the library did not load; the text
             names the log with the compiler's output.
-        ValueError: ``name`` is not an identifier.
+        CacheError: the cache folder cannot be written (read-only, full): an ``OSError`` naming
+            the folder, the file and the reason; the cache is as it was.
+        ValueError: ``name`` is not an identifier of at most 100 characters.
         FileNotFoundError: a schema file does not exist.
+
+    Any path works (spaces, quotes, bytes that are not UTF-8, long names; Note [building at a
+    plain path]). What a policy can make happen and what this runs: docs/security.md.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"autocastgen.compile_policy: path must be a str or os.PathLike, not {type(path).__name__}")
@@ -184,11 +219,12 @@ def compile_policy(
     try:
         policy.read_bytes()
     except OSError as error:
-        raise PolicyError(f"autocastgen: error: cannot read policy '{given}': {error.strerror}", given) from None
+        raise PolicyError(f"autocastgen: error: cannot read policy '{shown(given)}': {error.strerror}", given) from None
     if name is None:
         name = _default_name(policy)
-    elif not isinstance(name, str) or not _IDENTIFIER.match(name):
-        raise ValueError(f"autocastgen.compile_policy: name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*), not {name!r}")
+    elif not isinstance(name, str) or not _IDENTIFIER.match(name) or len(name) > _MAX_NAME:
+        raise ValueError(f"autocastgen.compile_policy: name must be a C identifier ([A-Za-z_][A-Za-z0-9_]*) of at "
+                         f"most {_MAX_NAME} characters, not {name!r}")
 
     with _lock:
         layout = _Layout.find()
@@ -197,18 +233,23 @@ def compile_policy(
         if known is not None:
             return dataclasses.replace(known, compiled=False)
         root = cache_dir()
-        root.mkdir(parents=True, exist_ok=True)
         entry = root / request.stem
-        metadata, _ = _check_entry(entry, request.key)
-        if metadata is not None:
+        metadata, _ = _check_entry(entry, request)
+        if metadata is not None:  # a read-only cache still serves the entries it has
             with contextlib.suppress(OSError):  # removed since the check: rebuilt under the lock
                 return _load(entry, metadata, compiled=False)
-        with _file_lock(root / f"{request.stem}.lock", name):
-            metadata, problem = _check_entry(entry, request.key)
-            if metadata is None:
-                metadata = _build(root, entry, request, problem, verbose)
-                return _load(entry, metadata, compiled=True)
-            return _load(entry, metadata, compiled=False)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            with _file_lock(root / f"{request.stem}.lock", name):
+                metadata, problem = _check_entry(entry, request)
+                if metadata is None:
+                    metadata = _build(root, entry, request, problem, verbose)
+                    return _load(entry, metadata, compiled=True)
+                return _load(entry, metadata, compiled=False)
+        except OSError as error:
+            if isinstance(error, CacheError) or not _in_cache(error, root):
+                raise  # not the cache's: a library that does not load, a tool that does not start
+            raise CacheError(error, root, name) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +337,7 @@ class _Request:
             schema_files = [Path(s).resolve() for s in schema_args]
             for file, arg in zip(schema_files, schema_args):
                 if not file.is_file():
-                    raise FileNotFoundError(f"autocastgen.compile_policy: schema file '{arg}' not found")
+                    raise FileNotFoundError(f"autocastgen.compile_policy: schema file '{shown(arg)}' not found")
             dispatcher = ""
         inputs = {
             "format": _FORMAT,
@@ -321,9 +362,18 @@ class _Request:
         return _Request(given, name, tuple(schema_args), dispatcher, release, layout, inputs, key)
 
 
+def _in_cache(error: OSError, root: Path) -> bool:
+    """Whether ``error`` is about the cache folder, a folder above it or a file in it."""
+    if error.filename is None:
+        return False
+    where = os.path.abspath(os.fsdecode(error.filename))
+    top = os.fspath(root)
+    return where == top or top.startswith(where.rstrip("/") + "/") or where.startswith(top + "/")
+
+
 def _default_name(policy: Path) -> str:
-    name = re.sub(r"[^A-Za-z0-9_]", "_", policy.stem) or "policy"
-    return f"_{name}" if name[0].isdigit() else name
+    name = re.sub(r"[^A-Za-z0-9_]", "_", policy.stem)[:_MAX_NAME] or "policy"
+    return f"_{name[:_MAX_NAME - 1]}" if name[0].isdigit() else name
 
 
 def _policy_chain(policy: Path) -> list[Path]:
@@ -334,18 +384,16 @@ def _policy_chain(policy: Path) -> list[Path]:
     """
     chain: list[Path] = []
     current: Path | None = policy
-    while current is not None and current not in chain:
+    while current is not None and current not in chain and len(chain) <= _MAX_CHAIN:
         try:
             text = current.read_text(encoding="utf-8", errors="replace")
         except OSError:
             break
         chain.append(current)
-        match = _EXTENDS_LINE.search(text)
-        if match is None:
+        found = find_extends(text)
+        if found is None or not found.value or "\0" in found.value:
             break
-        value = match.group("value")
-        base = value[1:-1] if value[0] in "\"'" else value
-        current = (current.parent / base).resolve()
+        current = (current.parent / found.value).resolve()
     return chain
 
 
@@ -483,23 +531,22 @@ def _tree_digest(roots: Sequence[Path], pattern: str) -> str:
 # A builder killed half-way leaves .<stem>.build, removed by the next builder of that entry.
 
 
-def _check_entry(entry: Path, key: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(metadata, None) for a usable entry, else (None, what is wrong with it)."""
+def _check_entry(entry: Path, request: _Request) -> tuple[dict[str, Any] | None, str | None]:
+    """(metadata, None) for a usable entry, else (None, what is wrong with it): Note [the compile cache]."""
     meta_path = entry / "metadata.json"
     if not entry.is_dir():
         return None, "not compiled yet"
     try:
         metadata = json.loads(meta_path.read_text(encoding="utf-8"))
-        if not isinstance(metadata, dict):
-            raise ValueError("not an object")
     except FileNotFoundError:
         return None, "metadata.json is missing"
-    except (OSError, ValueError) as error:
-        return None, f"metadata.json is unreadable ({error})"
-    if metadata.get("format") != _FORMAT or metadata.get("key") != key:
-        return None, "metadata.json records another key"
+    except (OSError, ValueError, RecursionError) as error:
+        return None, f"metadata.json is unreadable ({shown(str(error)[:200])})"
+    problem = _metadata_problem(metadata, request)
+    if problem is not None:
+        return None, f"metadata.json: {problem}"
+    library = entry / metadata["library"]
     try:
-        library = entry / metadata["library"]
         if not library.is_file():
             return None, f"{library.name} is missing"
         if library.stat().st_size != metadata["library_size"] or _sha256(library) != metadata["library_sha256"]:
@@ -507,12 +554,56 @@ def _check_entry(entry: Path, key: str) -> tuple[dict[str, Any] | None, str | No
         for dependency, digest in metadata["dependencies"].items():
             file = Path(dependency)
             if not file.is_file():
-                return None, f"{dependency} (an input) is missing"
+                return None, f"{shown(dependency)} (an input) is missing"
             if _sha256(file) != digest:
-                return None, f"{dependency} (an input) changed since it was compiled"
-    except (KeyError, TypeError, AttributeError) as error:
-        return None, f"metadata.json is incomplete ({error!r})"
+                return None, f"{shown(dependency)} (an input) changed since it was compiled"
+    except OSError as error:
+        return None, f"cannot read it ({shown(str(error))})"
     return metadata, None
+
+
+# Note [checking the metadata]: metadata.json is read back from a folder anyone with the user's
+# rights may have edited, so every field is checked by type before it is used (a wrong type is a
+# reason to build the entry again, never an exception at every call), and the files it names must
+# be the ones this request builds: a `library` of "../../elsewhere.so" is refused, not loaded.
+_METADATA_TYPES: dict[str, tuple[type, ...]] = {
+    "format": (int,), "key": (str,), "name": (str,), "library": (str,), "library_size": (int,),
+    "library_sha256": (str,), "source": (str,), "dependencies": (dict,), "device": (str,),
+    "dispatch_key": (str,), "ops": (dict,), "build_seconds": (int, float),
+}
+_TYPE_NAMES = {int: "an integer", str: "a string", dict: "an object", float: "a number", list: "an array",
+               bool: "a boolean", type(None): "null"}
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+
+
+def _metadata_problem(metadata: Any, request: _Request) -> str | None:
+    """What is wrong with an entry's metadata for ``request`` (Note [checking the metadata]), or None."""
+    if not isinstance(metadata, dict):
+        return f"not an object but {_TYPE_NAMES.get(type(metadata), type(metadata).__name__)}"
+    for field, types in _METADATA_TYPES.items():
+        if field not in metadata:
+            return f"'{field}' is missing"
+        value = metadata[field]
+        if isinstance(value, bool) or not isinstance(value, types):
+            found = _TYPE_NAMES.get(type(value), type(value).__name__)
+            return f"'{field}' must be {_TYPE_NAMES[types[0]] if len(types) == 1 else 'a number'}, found {found}"
+    if metadata["format"] != _FORMAT or metadata["key"] != request.key:
+        return "it records another key"
+    expected = {"name": request.name, "library": f"{request.name}.so", "source": f"autocast_{request.name}.cpp"}
+    for field, value in expected.items():
+        if metadata[field] != value:
+            return f"'{field}' must be '{value}', found '{shown(metadata[field][:200])}'"
+    if metadata["library_size"] < 0 or not _SHA256.match(metadata["library_sha256"]):
+        return "'library_size' or 'library_sha256' is not a size and a sha256"
+    if not math.isfinite(metadata["build_seconds"]) or metadata["build_seconds"] < 0:
+        return "'build_seconds' must be a number of seconds"
+    for what in ("dependencies", "ops"):
+        for key, value in metadata[what].items():
+            if not isinstance(value, str):
+                return f"'{what}' must map strings to strings, found {_TYPE_NAMES.get(type(value), 'a value')}"
+    if not all(os.path.isabs(path) for path in metadata["dependencies"]):
+        return "'dependencies' must name files by absolute paths"
+    return None
 
 
 @contextlib.contextmanager
@@ -522,7 +613,7 @@ def _file_lock(path: Path, name: str) -> Iterator[None]:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"autocastgen: waiting for another process compiling policy '{name}' ({path})",
+            print(f"autocastgen: waiting for another process compiling policy '{name}' ({shown(str(path))})",
                   file=sys.stderr, flush=True)
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
@@ -539,13 +630,14 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
     work.mkdir()
     try:
         log_path = work / "build.log"
-        with open(log_path, "w", encoding="utf-8") as log:
+        with open(log_path, "wb", buffering=0) as log:
             manifest = _generate(work, request, log, verbose)
             estimate = _estimate(root)
-            why = "first use" if problem == "not compiled yet" else f"cache entry {entry.name}: {problem}"
-            print(f"autocastgen: compiling policy '{request.name}' ({request.given}; {why}), {estimate}...",
+            why = "first use" if problem == "not compiled yet" else f"cache entry {shown(entry.name)}: {problem}"
+            print(f"autocastgen: compiling policy '{request.name}' ({shown(request.given)}; {why}), {estimate}...",
                   file=sys.stderr, flush=True)
-            seconds = _compile(work, request, log, verbose)
+            with _plain_path(root, work, request.stem) as place:
+                seconds = _compile(place, entry, request, log, verbose)
         if seconds is None:
             failed = root / f"{request.stem}.failed"
             shutil.rmtree(failed, ignore_errors=True)
@@ -570,14 +662,17 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
             "built_by": {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()},
             "inputs": request.inputs,
         }
-        (work / "metadata.json").write_text(json.dumps(metadata, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        (root / ".last-build-seconds").write_text(f"{seconds:.1f}\n")
+        write_file(work / "metadata.json", json.dumps(metadata, indent=1, sort_keys=True) + "\n", durable=True)
+        with contextlib.suppress(WriteError):  # only the next first compile's estimate
+            write_file(root / ".last-build-seconds", f"{seconds:.1f}\n")
         if entry.exists():  # a bad entry: out of the way first (rename cannot replace a folder)
             trash = Path(tempfile.mkdtemp(prefix=f".{request.stem}.old-", dir=root))
             os.rename(entry, trash / "entry")
             shutil.rmtree(trash, ignore_errors=True)
         os.rename(work, entry)
-        print(f"autocastgen: compiled policy '{request.name}' in {seconds:.0f} s ({entry})", file=sys.stderr, flush=True)
+        shutil.rmtree(root / f"{request.stem}.failed", ignore_errors=True)  # an earlier attempt's, now stale
+        print(f"autocastgen: compiled policy '{request.name}' in {seconds:.0f} s ({shown(str(entry))})", file=sys.stderr,
+              flush=True)
         return metadata
     finally:
         if work.exists():
@@ -592,42 +687,99 @@ def _generate_command(work: Path, request: _Request) -> list[str]:
     for schema in request.schema_args:
         command += ["--schemas", schema]
     if request.dispatcher_schemas:
-        dispatcher = work / "dispatcher_schemas.yaml"
-        dispatcher.write_text(request.dispatcher_schemas, encoding="utf-8")
+        dispatcher = write_file(work / "dispatcher_schemas.yaml", request.dispatcher_schemas)
         command += ["--schemas", str(dispatcher)]
     return command
 
 
-def _generate(work: Path, request: _Request, log: IO[str], verbose: bool) -> dict[str, Any]:
+def _generate(work: Path, request: _Request, log: IO[bytes], verbose: bool) -> dict[str, Any]:
     """Runs the generator (in the caller's directory, so diagnostics name files as given)."""
     command = _generate_command(work, request)
-    done = subprocess.run(command, capture_output=True, text=True)
-    _write(log, f"$ {shlex.join(command)}\n{done.stdout}{done.stderr}", verbose)
+    done = subprocess.run(command, capture_output=True)
+    # Its output names files as given, in bytes: one that is not UTF-8 is shown as \xNN.
+    stdout, stderr = (out.decode("utf-8", "backslashreplace") for out in (done.stdout, done.stderr))
+    _write(log, f"$ {shlex.join(command)}\n{stdout}{stderr}", verbose)
     if done.returncode == 1:
-        raise PolicyError(_ERROR_COUNT_LINE.sub("", done.stderr).rstrip("\n"), request.given)
+        raise PolicyError(_without_error_count(stderr), request.given)
     if done.returncode != 0:
-        raise RuntimeError(f"autocastgen.compile_policy: {shlex.join(command)} exited {done.returncode}:\n{done.stderr}")
+        raise RuntimeError(f"autocastgen.compile_policy: {shown(shlex.join(command))} exited {done.returncode}:\n{stderr}")
     return json.loads((work / f"autocast_{request.name}.manifest.json").read_text(encoding="utf-8"))
 
 
-def _compile(work: Path, request: _Request, log: IO[str], verbose: bool) -> float | None:
-    """Builds the generated file in a child process; seconds taken, or None if it failed."""
-    entry = work.parent / request.stem
-    # __FILE__ (the dispatcher's "registered at" of each kernel) names the source where it will be.
-    cflags = [*_CFLAGS, f"-ffile-prefix-map={work}={entry}"]
-    spec = {"name": request.name, "source": str(work / f"autocast_{request.name}.cpp"),
-            "build_dir": str(work / "build"), "cflags": cflags, "ldflags": _ldflags(request.layout),
+def _without_error_count(stderr: str) -> str:
+    """The generator's diagnostics without their last line, ``N errors generated.``"""
+    text = stderr.rstrip("\n")
+    head, _, last = text.rpartition("\n")
+    return head if _ERROR_COUNT_LINE.fullmatch(last) else text
+
+
+# Note [building at a plain path]
+# cpp_extension writes the paths it is given into a ninja file and ninja hands them to the shell
+# unquoted (it escapes spaces in build lines only, and writes the file as UTF-8), so a cache folder
+# holding a quote, a backslash, a '$', a ':', a '=' or a byte that is not UTF-8 would break the build or
+# change its command. So when the build folder's path holds anything but [A-Za-z0-9_./+,@%-], the
+# compile runs through a symbolic link with a plain name, <tmp>/autocastgen-<uid>/<hash of the
+# cache folder>-<entry>, made for the build and removed after it: cpp_extension sees only that
+# path, and the files land in the cache's own folder. The name is fixed per entry, so a rebuild's
+# command, hence ccache's key, is the same. The link's folder is the user's alone (0700, checked).
+@contextlib.contextmanager
+def _plain_path(root: Path, work: Path, stem: str) -> Iterator[Path]:
+    if _PLAIN_PATH.match(os.fspath(work)):
+        yield work
+        return
+    link = _link_folder() / f"{hashlib.sha256(os.fsencode(root)).hexdigest()[:16]}-{stem}"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(link)  # left by a builder killed half-way (the entry's lock is held)
+    os.symlink(work, link)
+    try:
+        yield link
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(link)
+
+
+def _link_folder() -> Path:
+    """A folder with a plain path that only this user can write (Note [building at a plain path])."""
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        if not _PLAIN_PATH.match(base):
+            continue
+        folder = Path(base) / f"autocastgen-{os.getuid()}"
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        info = os.lstat(folder)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return folder
+    raise RuntimeError("autocastgen.compile_policy: the cache folder's path holds characters the compiler's build "
+                       "files cannot, and there is no private folder with a plain path to build through "
+                       f"(<tmp>/autocastgen-{os.getuid()}, owned by this user, mode 0700): set TMPDIR or "
+                       f"{CACHE_VARIABLE} to a plain path")
+
+
+def _ninja_shell_word(text: str) -> str:
+    """``text`` as one shell word inside a ninja variable (cpp_extension writes flags unquoted)."""
+    return shlex.quote(text).replace("$", "$$")
+
+
+def _compile(place: Path, entry: Path, request: _Request, log: IO[bytes], verbose: bool) -> float | None:
+    """Builds the generated file in a child process; seconds taken, or None if it failed. ``place``
+    is the build folder, or a link to it with a plain path (Note [building at a plain path])."""
+    # __FILE__ (the dispatcher's "registered at" of each kernel) names the source where it will be
+    # (as a terminal would show it: a name that is not UTF-8 cannot be a C string here).
+    cflags = [*_CFLAGS, _ninja_shell_word(f"-ffile-prefix-map={place}={shown(os.fspath(entry))}")]
+    spec = {"name": request.name, "source": str(place / f"autocast_{request.name}.cpp"),
+            "build_dir": str(place / "build"), "cflags": cflags,
+            "ldflags": [_ninja_shell_word(flag) for flag in _ldflags(request.layout)],  # a runtime path with a space
             "include_dirs": [str(p) for p in request.layout.include_dirs]}
-    (work / "build").mkdir()
-    (work / "build.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
-    command = [sys.executable, str(_HERE / "_build_library.py"), str(work / "build.json")]
+    (place / "build").mkdir()
+    write_file(place / "build.json", json.dumps(spec, indent=1) + "\n")
+    command = [sys.executable, str(_HERE / "_build_library.py"), str(place / "build.json")]
     _write(log, f"$ {shlex.join(command)}\n", verbose)
     # No ccache base_dir: it would hand the compiler a relative source path, which the prefix map
     # above does not match. Hits need none: the build folder, so the command, is the same each time.
     env = {**os.environ, "CCACHE_BASEDIR": ""}
     start = time.monotonic()
-    with subprocess.Popen(command, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          errors="replace") as child:
+    with subprocess.Popen(command, cwd=place, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="backslashreplace") as child:
         assert child.stdout is not None
         for line in child.stdout:
             _write(log, line, verbose)
@@ -635,9 +787,19 @@ def _compile(work: Path, request: _Request, log: IO[str], verbose: bool) -> floa
     return time.monotonic() - start if child.returncode == 0 else None
 
 
-def _write(log: IO[str], text: str, verbose: bool) -> None:
-    log.write(text)
-    log.flush()
+def _write(log: IO[bytes], text: str, verbose: bool) -> None:
+    """Appends ``text`` to the build log (unbuffered: a full disk is an error naming the log, here
+    and not at close), and to stderr when ``verbose``. Paths that are not UTF-8 keep their bytes."""
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        data = text.encode("utf-8", "backslashreplace")
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[log.write(view):]
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, log.name) from None
     if verbose:
         sys.stderr.write(text)
         sys.stderr.flush()
@@ -646,9 +808,9 @@ def _write(log: IO[str], text: str, verbose: bool) -> None:
 def _compile_failure(request: _Request, log: Path) -> str:
     lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     errors = [line for line in lines if _ERROR_LINE.search(line)][:12]
-    shown = "\n".join(f"  {line}" for line in errors) or "  (no error lines; see the log)"
-    return (f"autocastgen.compile_policy: compiling policy '{request.name}' ({request.given}) failed:\n{shown}\n"
-            f"The whole output is in {log} (with the generated source beside it).")
+    listed = "\n".join(f"  {shown(line)}" for line in errors) or "  (no error lines; see the log)"
+    return (f"autocastgen.compile_policy: compiling policy '{request.name}' ({shown(request.given)}) failed:\n"
+            f"{listed}\nThe whole output is in {shown(str(log))} (with the generated source beside it).")
 
 
 def _estimate(root: Path) -> str:
@@ -664,9 +826,10 @@ def _input_list(path: Path, work: Path) -> list[Path]:
     byte, so any file name), outside ``work``, in its order. Not its depfile: Make's syntax cannot
     name a file whose name holds a line break."""
     found: list[Path] = []
+    inside = work.resolve()
     for name in path.read_bytes().split(b"\0")[:-1]:
         file = Path(os.fsdecode(name)).resolve()
-        if work not in file.parents and file not in found:
+        if inside not in file.parents and file not in found:
             found.append(file)
     return found
 

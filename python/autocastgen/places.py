@@ -31,6 +31,7 @@ import torch
 
 from . import _traced
 from ._runtime import load_runtime
+from ._terminal import shown
 
 
 def _ops() -> Any:
@@ -117,7 +118,7 @@ class Attachment:
             if any(glob_matches(pattern, path) for path in self.paths):
                 continue
             what = "modules: section" if kind == "section" else "entry's modules:"
-            message = (f"autocastgen.attach: the {what} pattern {pattern!r} ({where}) matches no module of the "
+            message = (f"autocastgen.attach: the {what} pattern {pattern!r} ({shown(where)}) matches no module of the "
                        f"attached {type(self.model).__name__} (paths as named_modules() spells them, e.g. "
                        f"{', '.join(repr(p) for p in self.paths[1:4]) or repr('')})")
             if strict:

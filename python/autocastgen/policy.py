@@ -17,16 +17,16 @@ from pathlib import Path
 
 import torch
 
+from ._atomic import write_file
+from ._extends import find_extends
 from ._runtime import load_runtime
+from ._terminal import shown
 
 __all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy", "shipped_policy"]
 
 # The first line of the runtime's error for a policy file; the rest is the CLI's diagnostics.
 _FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\n]*?) has errors:\n")
 
-# A top-level `extends:` line with a plain or quoted one-line value (docs/python.md: in YAML
-# text, a relative base is taken from the current directory).
-_EXTENDS_LINE = re.compile(r"^extends:[ \t]*(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s#'\"][^#\n]*?)[ \t]*(?=#|$)", re.M)
 
 
 def shipped_policy(device: str) -> Path:
@@ -82,26 +82,20 @@ def _is_text(source: str | os.PathLike[str]) -> bool:
     )
 
 
-def _absolute_extends(text: str) -> str:
-    """``text`` with a relative top-level ``extends:`` made absolute against the current directory."""
-
-    def absolute(match: re.Match[str]) -> str:
-        value = match.group("value")
-        quote = value[0] if value[0] in "\"'" else ""
-        path = value[1:-1] if quote else value
-        if os.path.isabs(path):
-            return match.group(0)
-        resolved = os.path.join(os.getcwd(), path)
-        if quote == "'":
-            resolved = resolved.replace("'", "''")
-        elif quote == '"':
-            resolved = resolved.replace("\\", "\\\\").replace('"', '\\"')
-        elif re.search(r"[:#]|^[-?&*!|>%@`{\[]", resolved):
-            resolved, quote = resolved.replace("'", "''"), "'"
-        whole, start, end = match.group(0), match.start("value") - match.start(0), match.end("value") - match.start(0)
-        return whole[:start] + quote + resolved + quote + whole[end:]
-
-    return _EXTENDS_LINE.sub(absolute, text)
+def _absolute_extends(text: str, name: str = "<string>") -> str:
+    """``text`` with a relative top-level ``extends:`` made absolute against the current directory
+    (Note [reading extends: without a parser]); the new value is a YAML double-quoted scalar."""
+    found = find_extends(text)
+    if found is None or os.path.isabs(found.value):
+        return text
+    resolved = os.path.join(os.getcwd(), found.value)
+    try:
+        resolved.encode("utf-8")
+    except UnicodeEncodeError:  # a folder name that is not UTF-8: YAML text cannot name it
+        raise PolicyError(f"{shown(name)}: error: 'extends: {shown(found.value)}' is relative to the current "
+                          f"directory, whose path '{shown(os.getcwd())}' is not UTF-8: give an absolute path, or load "
+                          "the policy from a file", name) from None
+    return text[:found.start] + json.dumps(resolved) + text[found.end:]  # a JSON string is a YAML one
 
 
 def load_policy(
@@ -146,14 +140,39 @@ def load_policy(
         raise ValueError(f"autocastgen.load_policy: name must be a one-line, non-empty str, not {name!r}")
     ops = _ops()
     if not _is_text(path_or_yaml_text):
-        path = os.fspath(path_or_yaml_text)
-        return _load_file(ops, path, path, {})
+        path = os.fsdecode(path_or_yaml_text)
+        if _is_utf8(path):
+            return _load_file(ops, path, path, {})
+        return _load_through_link(ops, path)
     with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
         # The runtime reads files only; the text goes to a private file whose path the
         # diagnostics then call `name`.
         path = str(Path(directory) / "policy.yaml")
-        Path(path).write_text(_absolute_extends(path_or_yaml_text), encoding="utf-8")
+        write_file(path, _absolute_extends(path_or_yaml_text, name))
         return _load_file(ops, path, name, {path: name})
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 in a file name (surrogateescape)
+        return False
+    return True
+
+
+def _load_through_link(ops, path: str) -> int:
+    """Loads a policy whose folder's path is not UTF-8 (the runtime's op takes text): through a
+    symbolic link to the folder in a private one, so that a relative ``extends:`` still resolves
+    there; diagnostics name the folder as a terminal shows it (``\\xff``)."""
+    folder, file_name = os.path.split(os.path.abspath(path))
+    if not _is_utf8(file_name):
+        raise PolicyError(f"autocastgen: error: cannot load policy '{shown(path)}': its file name is not UTF-8 (the "
+                          "runtime takes UTF-8 paths; the folder may be anything): rename it, or use compile_policy",
+                          path)
+    with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
+        link = os.path.join(directory, "folder")
+        os.symlink(folder, link)
+        return _load_file(ops, os.path.join(link, file_name), shown(path), {link: shown(folder)})
 
 
 def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:

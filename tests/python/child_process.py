@@ -108,3 +108,28 @@ def run_child(build: Path, prelude: str, body: str, env: dict[str, str] | None =
 def last_json(result: subprocess.CompletedProcess):
     """The child's last line of output, read as JSON."""
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run_bounded(build: Path, code: str, *, memory_mb: int = 200, cpu_s: int = 20, file_bytes: int | None = None,
+                timeout_s: float = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter that has the build's `autocastgen` package *without*
+    importing it (no torch, no runtime: the package's modules that need neither, such as
+    autocastgen._atomic or autocastgen.reporter.reading, import on their own), under limits set
+    before it starts: address space (`ulimit -v`), CPU seconds (SIGXCPU past them: a bound, not a
+    timing), and optionally the size of a file it may write (`ulimit -f`: writes past it fail with
+    EFBIG, Python ignores SIGXFSZ). The result's stdout/stderr are text."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
+        if file_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+    package = build / "python" / "autocastgen"
+    prelude = ("import sys, types\n"
+               f"_package = types.ModuleType('autocastgen'); _package.__path__ = [{str(package)!r}]\n"
+               "sys.modules['autocastgen'] = _package\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], capture_output=True, text=True,
+                          errors="backslashreplace", preexec_fn=limit, env=env, timeout=timeout_s)

@@ -168,3 +168,55 @@ def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
     assert len(scrolled) < 400 and 10 <= len(out["inView"])
     in_view = [f"{r[0]} {r[1]}" for r in rows[1480:1560]]
     assert all(text in in_view for text in out["inView"]), (out["inView"][:3], in_view[:3])
+
+
+# Names a statistics file can hold, each trying to run script on the page: as HTML, as an end of
+# the JSON data's <script> element, as an attribute, as the template's own {{variables}}, and
+# characters JavaScript source cannot hold raw. The handlers would mark the page (data-pwned).
+MARK = "document.documentElement.setAttribute('data-pwned',"
+HOSTILE_NAMES = [
+    f'<img src=x onerror="{MARK}1)">',
+    f"</script><script>{MARK}2)</script>",
+    f'"><svg onload="{MARK}3)">',
+    f"'><iframe srcdoc=\"<script>parent.{MARK}4)</script>\">",
+    "<!--<script>",
+    "{{script}}{{body}}",
+    "\u2028\u2029`${alert(5)}`",
+    f"javascript:{MARK}6)",
+    "\x1b[31m\u202e",
+]
+
+
+def test_hostile_names_run_no_script_in_chromium(tmp_path):
+    # Every name a file gives the page (op, module, rule, dtype, the first event's message and line,
+    # the file's own name, the title), in more rows than the first page so that report.js draws
+    # them from the embedded data too; the page must load, run its script to the end and run none
+    # of theirs.
+    import json
+
+    import autocastgen.reporter as reporter
+
+    ops = []
+    for i in range(600):
+        name = HOSTILE_NAMES[i % len(HOSTILE_NAMES)]
+        ops.append({"op": f"{name}::op{i}", "policy": name, "module": f"model.{name}.{i % 5}", "calls": 1 + i % 3,
+                    "ran_in": {name: 1 + i % 3}, "casts": 0, "cast_bytes": 0, "cache_hits": 0, "outputs_checked": 1,
+                    "nonfinite": 1 if i < len(HOSTILE_NAMES) else 0, "output_max_abs": 70000.0 + i,
+                    "first_nonfinite": {"message": name, "line": name} if i < len(HOSTILE_NAMES) else None})
+    source = tmp_path / "<img src=x onerror=alert(7)>.json"
+    source.write_text(json.dumps({"version": 1, "ops": ops}))
+    page = reporter.report(str(source), output=tmp_path / "hostile.html", title=HOSTILE_NAMES[0])
+    text = page.read_text()
+    for raw in ("<img src=x", "<svg onload", "<iframe srcdoc", "</script><script>", "<!--<script>"):
+        assert raw not in text, raw  # every name escaped in the file
+    dom = chromium("--dump-dom", "--virtual-time-budget=5000", page.resolve().as_uri(), tmp=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert re.search(r'<body[^>]*data-ready="true"', dom.stdout), dom.stdout[:500]
+    assert "data-pwned=" not in dom.stdout
+    assert "<img" not in dom.stdout and "<iframe" not in dom.stdout and "<svg onload" not in dom.stdout
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == [], console
+    # The names are there, as text: the per-op table shows the first one's op as written.
+    import html as html_module
+
+    assert html_module.escape(f"{HOSTILE_NAMES[0]}::op0", quote=False) in dom.stdout

@@ -7,21 +7,23 @@ command line (codegen/cli/verb_report.cpp runs ``python -m autocastgen.reporter`
     autocastgen.report("run.json", output="run.html")
 
 Note [nothing half-written]: every file is read and checked, and the whole page is built in
-memory, before anything is written; the page is then written to a temporary file beside the
-output and renamed over it. A bad input leaves no page and an older page as it was.
+memory, before anything is written; the page is then written whole or not at all (Note [atomic
+writes] in autocastgen/_atomic.py). A bad input, a full disk or a read-only folder leaves no page
+and an older page as it was.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._atomic import write_file
+from .._terminal import shown
 from . import html, view
-from .reading import ReadError, _Checker, read_stats
+from .reading import _MAX_SHOWN, ReadError, _Checker, read_stats
 
 __all__ = ["ReportError", "render", "report"]
 
@@ -42,8 +44,11 @@ def _load(source: Any, index: int) -> tuple[str, dict[str, Any]]:
         checker = _Checker(None)
         checker.run(source)
         if checker.found:
-            text = "".join(f"autocastgen: error: table {index + 1}: {d.message}\n" for d in checker.found)
-            raise ReportError(text, sum(d.severity == "error" for d in checker.found))
+            errors = [d for d in checker.found if d.severity == "error"]
+            text = "".join(f"autocastgen: error: table {index + 1}: {shown(d.message)}\n" for d in errors[:_MAX_SHOWN])
+            if len(errors) > _MAX_SHOWN:
+                text += f"autocastgen: ... and {len(errors) - _MAX_SHOWN} more errors in table {index + 1}\n"
+            raise ReportError(text, len(errors))
         return f"table {index + 1}", dict(source)
     try:
         return os.fspath(source), read_stats(source)
@@ -127,18 +132,8 @@ def report(*sources: Any, output: str | os.PathLike[str] = "report.html", advice
     """Writes the report of one statistics source, or of what changed between two, to ``output``
     (one self-contained HTML file) and returns its path. Sources: paths of files the runtime
     wrote (``AUTOCASTGEN_STATS``, ``stats(path)``, ``record(path)``), tables, or ``stats()``
-    results. See :func:`render`; Note [nothing half-written]."""
+    results. See :func:`render`; Note [nothing half-written]. Raises :class:`ReportError` for an
+    unreadable source, an ``OSError`` (``autocastgen._atomic.WriteError``: the file and the reason)
+    when the page cannot be written."""
     text = render(sources, advice=advice, model=model, title=title)
-    out = Path(output)
-    with tempfile.NamedTemporaryFile("w", dir=out.resolve().parent, prefix=f".{out.name}.", suffix=".tmp",
-                                     delete=False, encoding="utf-8") as temporary:
-        temporary.write(text)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary.name, 0o666 & ~umask)  # as open() would make it, not a temporary file's 0600
-        os.replace(temporary.name, out)
-    except OSError:
-        os.unlink(temporary.name)
-        raise
-    return out
+    return write_file(output, text)

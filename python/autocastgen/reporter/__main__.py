@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from autocastgen._terminal import shown
 from autocastgen.reporter import ReportError, report
 
 
@@ -25,10 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(str(error))
         sys.stderr.write(f"autocastgen: {error.count} error{'s' if error.count != 1 else ''}; no report written\n")
         return 1
-    except OSError as error:
-        sys.stderr.write(f"autocastgen: error: cannot write '{options.output}': {error.strerror}\n")
+    except OSError as error:  # the page (WriteError: the file and the reason, the older page kept)
+        sys.stderr.write(f"autocastgen: error: {error}\n")
         return 1
-    print(f"wrote {out}")
+    print(f"wrote {shown(str(out))}")
     return 0
 
 

@@ -128,6 +128,10 @@ def tree(root: view.Node | None, outside: Sequence[Mapping[str, Any]]) -> str:
     if drawn < count:
         note += (f'<p class="note">{drawn} of the {count} modules drawn (down to depth {max_depth - 1}); every '
                  "module's rows are in the per-module table.</p>")
+    if root.left_out:
+        note += (f'<p class="note">{root.left_out} rows ran in modules nested deeper than {view.TREE_DEPTH} levels or '
+                 f"named by more than {view.TREE_PATH} characters: they are in the per-module table, not in the "
+                 "tree.</p>")
     if outside:
         calls = sum(r["calls"] for r in outside)
         note += f'<p class="note">{calls} calls ran outside every attached module (not in the tree).</p>'

@@ -7,10 +7,24 @@ scanner, told to note where each object and array starts and ends, and the check
 to place each error: a good file pays nothing for the locations. The checks and their messages
 are the stats verb's (Note [reading a statistics file] there), so the two commands agree about a
 file; a file is refused as a whole when any entry is wrong.
+
+Note [hostile statistics files]: a file is data from anywhere, so reading one is bounded. Nesting
+deeper than the C++ reader's limit (64 levels, kMaxYamlDepth in core/support/yaml.h) is its error,
+"invalid JSON: nesting deeper than 64 levels", at the first bracket past it: found by a pass over
+the file's brackets alone (bytes.translate, a few percent of the read), exactly by a scan that
+skips strings when that pass says it may be so, and before the position-keeping parser (which
+recurses) ever runs. Strings full of closing brackets can hide nesting from the quick pass: such a
+file is still refused where the json module's parser runs out of recursion (about 1000 levels)
+or a check fails, and otherwise read (its deep part is a member nothing reads), where the stats
+verb refuses it. A number the json module will not turn into an int (more than 4300 digits)
+or a count past 2^64 - 1 is the stats verb's "must be a non-negative integer" error, not a
+ValueError; every regular expression here is linear in the text it scans.
 """
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
 import json.decoder
 import json.scanner
@@ -21,10 +35,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Diagnostic", "ReadError", "read_stats"]
+from .._terminal import shown as _shown
+
+__all__ = ["Diagnostic", "ReadError", "read_json", "read_stats"]
 
 _MAX_SHOWN = 20  # diagnostics printed per file; the count says how many there were
 _LONG_LINE = 400  # characters: a longer source line is shown around its column
+MAX_DEPTH = 64  # nested objects and arrays, the file itself included (kMaxYamlDepth in core/support/yaml.h)
+MAX_COUNT = 2**64 - 1  # the largest count the C++ reader takes (a uint64_t)
 
 
 @dataclass(frozen=True)
@@ -49,7 +67,7 @@ class _Source:
     """A file's text, turning offsets into ``line:col`` (1-based, columns in bytes as the CLI counts)."""
 
     def __init__(self, name: str, text: str) -> None:
-        self.name = name
+        self.name = _shown(name)
         self.text = text
         self._line_starts: list[int] | None = None  # found when an error is printed: a good file never needs them
 
@@ -61,7 +79,7 @@ class _Source:
 
     def format(self, d: Diagnostic) -> str:
         if d.offset is None:
-            return f"autocastgen: {d.severity}: {d.message}\n"
+            return f"autocastgen: {d.severity}: {_shown(d.message)}\n"
         import bisect
 
         line = bisect.bisect_right(self._starts, d.offset) - 1
@@ -75,10 +93,10 @@ class _Source:
         right = len(before) + 100 if len(source) > _LONG_LINE else len(source)
         shown = ("..." if left else "") + source[left:right] + ("..." if len(source) > right else "")
         pad = ("..." if left else "") + "".join("\t" if c == "\t" else " " for c in before[left:])
-        shown = "".join("?" if (ord(c) < 0x20 and c != "\t") or c == "\x7f" else c for c in shown)
-        room = max(0, len(source) - len(before) - 1)
+        shown_line = "".join("?" if (ord(c) < 0x20 and c != "\t") or c == "\x7f" else c for c in shown)
+        room = max(0, min(len(source), right) - len(before) - 1)  # under the shown part only
         caret = "^" + "~" * min(d.length - 1, room)
-        return f"{self.name}:{line + 1}:{column}: {d.severity}: {d.message}\n{shown}\n{pad}{caret}\n"
+        return f"{self.name}:{line + 1}:{column}: {d.severity}: {_shown(d.message)}\n{shown_line}\n{pad}{caret}\n"
 
 
 def _describe(value: Any) -> str:
@@ -99,6 +117,7 @@ class _Spans:
         self.spans: dict[int, tuple[int, int]] = {}
         decoder = json.JSONDecoder()
         spans = self.spans
+        decoder.parse_int = _int_or_long  # type: ignore[assignment]
 
         def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
             value, end = json.decoder.JSONObject(s_and_end, *args)
@@ -139,7 +158,7 @@ class _Spans:
         if isinstance(value, (dict, list)):
             return self.spans[id(value)][0]
         # A scalar entry: the index-th value after the '[' (scalars in 'ops' are rare: scan for it).
-        decoder = json.JSONDecoder()
+        decoder = json.JSONDecoder(parse_int=_int_or_long)
         position = self.spans[id(array)][0] + 1
         for i in range(index + 1):
             position = json.decoder.WHITESPACE.match(self.text, position).end()
@@ -157,31 +176,50 @@ def _no_place(*_: Any) -> tuple[None, int]:
     return None, 1
 
 
+class _FirstError(Exception):
+    """A _Checker(first_only=True) found an error."""
+
+
 class _Checker:
     """The stats verb's checks (StatsReader in codegen/cli/verb_stats.cpp), over parsed JSON."""
 
-    def __init__(self, spans: _Spans | None) -> None:
+    def __init__(self, spans: _Spans | None, first_only: bool = False) -> None:
         self.spans = spans
         self.found: list[Diagnostic] = []
+        self.errors = 0
+        self.first_only = first_only  # stop at the first error (_FirstError): is the file good?
 
     # --- places ---
+    @property
+    def _locating(self) -> bool:
+        """Only the errors that are printed are placed: each place is a search in its object, and
+        a file of a million bad entries would otherwise cost a million searches."""
+        return self.spans is not None and self.errors < _MAX_SHOWN
+
     def _at_member(self, obj: dict[str, Any], key: str) -> tuple[int | None, int]:
-        return self.spans.member(obj, key) if self.spans else (None, 1)
+        return self.spans.member(obj, key) if self._locating else (None, 1)
 
     def _at(self, container: Any) -> int | None:
-        return self.spans.start(container) if self.spans else None
+        return self.spans.start(container) if self._locating else None
 
     def error(self, place: tuple[int | None, int], message: str) -> bool:
         self.found.append(Diagnostic("error", place[0], message, place[1]))
+        self.errors += 1
+        if self.first_only:
+            raise _FirstError
         return False
 
     def _found(self, obj: dict[str, Any], key: str) -> str:
+        if self.errors >= _MAX_SHOWN:
+            return "..."  # not printed: counted only
         value = obj[key]
         if isinstance(value, (dict, list)) or value is None:
             return _describe(value)
         if isinstance(value, str):
             return f"'{value}'"
-        if self.spans:
+        if isinstance(value, _LongNumber):
+            return f"'{value.text}'"
+        if self._locating:
             start, length = self.spans.member(obj, key)
             return f"'{self.spans.text[start:start + length]}'"
         return f"'{json.dumps(value)}'"
@@ -189,7 +227,7 @@ class _Checker:
     # --- values ---
     def integer(self, obj: dict[str, Any], key: str, what: str) -> bool:
         value = obj[key]
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
             return True
         return self.error(self._at_member(obj, key), f"{what} must be a non-negative integer, found {self._found(obj, key)}")
 
@@ -237,13 +275,14 @@ class _Checker:
                 module = f" in module '{item['module']}'" if "module" in item else ""
                 self.error((self._at(item), 1), f"'{item['op']}'{rule}{module} is listed twice")
                 first = ops[seen[key]]
-                self.found.append(Diagnostic("note", self._at(first), "first listed here"))
+                at = self.spans.start(first) if self.spans is not None and self.errors <= _MAX_SHOWN else None
+                self.found.append(Diagnostic("note", at, "first listed here"))
                 continue
             seen[key] = index
 
     def entry(self, ops: list[Any], index: int, item: Any) -> bool:
         if not isinstance(item, dict):
-            place = self.spans.item(ops, index) if self.spans else None
+            place = self.spans.item(ops, index) if self._locating else None
             return self.error((place, 1), "each entry of 'ops' must be an object with 'op' and 'calls', "
                                           f"found {_describe(item)}")
         ok = True
@@ -321,14 +360,14 @@ def _plain_entry(item: Any) -> bool:
         return False
     for key in _NEEDED:
         value = get(key)
-        if type(value) is not int or value < 0:
+        if type(value) is not int or not 0 <= value <= MAX_COUNT:
             return False
     for key in _OPTIONAL:
         value = get(key, 0)
-        if type(value) is not int or value < 0:
+        if type(value) is not int or not 0 <= value <= MAX_COUNT:
             return False
     for value in ran_in.values():
-        if type(value) is not int or value < 0:
+        if type(value) is not int or not 0 <= value <= MAX_COUNT:
             return False
     value = get("output_max_abs")
     if value is not None and not (type(value) in _NUMBERS and 0 <= value < math.inf):
@@ -339,7 +378,7 @@ def _plain_entry(item: Any) -> bool:
             return False
         for key in _RANGE_NEEDED:
             value = ranges.get(key)
-            if type(value) is not int or value < 0:
+            if type(value) is not int or not 0 <= value <= MAX_COUNT:
                 return False
         for key in _RANGE_MAGNITUDES:
             value = ranges.get(key)
@@ -350,7 +389,7 @@ def _plain_entry(item: Any) -> bool:
         if type(skipped) is not dict:
             return False
         for value in skipped.values():
-            if type(value) is not int or value < 0:
+            if type(value) is not int or not 0 <= value <= MAX_COUNT:
                 return False
     event = get("first_nonfinite")
     return event is None or (type(event) is dict and type(event.get("message")) is str
@@ -360,8 +399,8 @@ def _plain_entry(item: Any) -> bool:
 def _unclosed(text: str, end: int) -> int | None:
     """The offset of the innermost '[' or '{' still open at ``end`` (strings skipped)."""
     stack: list[int] = []
-    for match in re.finditer(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', text[:end]):
-        token = match.group(0)
+    for match in _TOKENS.finditer(text, 0, end):
+        token = text[match.start()]
         if token in "[{":
             stack.append(match.start())
         elif token in "]}" and stack:
@@ -387,11 +426,32 @@ def _syntax(text: str, error: json.JSONDecodeError) -> list[Diagnostic]:
 def read_stats(path: str | Path) -> dict[str, Any]:
     """The statistics file at ``path``, checked as ``autocastgen stats`` checks it. Raises
     :class:`ReadError` with the located diagnostics."""
+    source, root = _read_json(path)
+    try:
+        _Checker(None, first_only=True).run(root)
+    except _FirstError:  # Note [located JSON errors]: again, with places
+        deep = _too_deep_at(source.text)  # exactly: the position-keeping parser recurses
+        if deep is not None:
+            return _fail(source, [_too_deep(deep)])
+        checker = _Checker(_Spans(source.text))
+        checker.run(checker.spans.root)
+        return _fail(source, checker.found)
+    return root
+
+
+def read_json(path: str | Path) -> Any:
+    """The JSON of a statistics file (or a record) at ``path``, not checked further: the reading
+    half of :func:`read_stats` (UTF-8, nesting, syntax; Note [hostile statistics files]). Raises
+    :class:`ReadError` with the located diagnostics."""
+    return _read_json(path)[1]
+
+
+def _read_json(path: str | Path) -> tuple[_Source, Any]:
     name = str(path)
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        raise ReadError(f"autocastgen: error: cannot read '{name}': {error.strerror}\n", 1) from None
+        raise ReadError(f"autocastgen: error: cannot read '{_shown(name)}': {error.strerror}\n", 1) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -405,30 +465,87 @@ def read_stats(path: str | Path) -> dict[str, Any]:
     nul = text.find("\0")
     if nul >= 0:
         return _fail(source, [Diagnostic("error", nul, "NUL byte; JSON text cannot hold control characters")])
+    # Note [hostile statistics files]: the quick pass over the brackets, then the exact one.
+    deep = _too_deep_at(text) if _may_nest_too_deep(data) else None
     try:
-        root = json.loads(text)
+        root = _parse(text)
     except json.JSONDecodeError as error:
-        return _fail(source, _syntax(text, error))
-    except RecursionError:
-        return _fail(source, [Diagnostic("error", 0, "invalid JSON: nested too deeply")])
-    checker = _Checker(None)
-    checker.run(root)
-    if checker.found:  # Note [located JSON errors]: again, with places
-        checker = _Checker(_Spans(text))
-        checker.run(checker.spans.root)
-        return _fail(source, checker.found)
-    return root
+        return _fail(source, [_too_deep(deep)] if deep is not None and deep < error.pos else _syntax(text, error))
+    except RecursionError:  # brackets in strings hid the depth from the quick pass
+        deep = _too_deep_at(text)
+        return _fail(source, [_too_deep(deep or 0)])
+    if deep is not None:
+        return _fail(source, [_too_deep(deep)])
+    return source, root
+
+
+class _LongNumber:
+    """An integer with more digits than ``int()`` takes from text: an error wherever a count is due."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _int_or_long(text: str) -> int | _LongNumber:
+    try:
+        return int(text)
+    except ValueError:  # past sys.get_int_max_str_digits()
+        return _LongNumber(text)
+
+
+def _parse(text: str) -> Any:
+    """The file's JSON; a number past int()'s digit limit is a :class:`_LongNumber` (only then is
+    every integer parsed by a Python function: the C parser raises ValueError for it)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        return json.loads(text, parse_int=_int_or_long)
+
+
+# Strings (closed or running to the end) and brackets: one pass, no backtracking across a string.
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NESTING_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as signed bytes
+
+
+def _may_nest_too_deep(data: bytes) -> bool:
+    """Whether the brackets alone, strings not told apart, nest past MAX_DEPTH (a quick pass in C:
+    a file the runtime wrote nests 4 deep)."""
+    steps = array.array("b", data.translate(None, _NOT_BRACKETS).translate(_NESTING_STEPS))
+    return max(itertools.accumulate(steps), default=0) > MAX_DEPTH
+
+
+def _too_deep_at(text: str) -> int | None:
+    """The offset of the first '[' or '{' nested deeper than MAX_DEPTH, strings skipped, or None."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        token = text[match.start()]
+        if token in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return match.start()
+        elif token in "]}":
+            depth = max(0, depth - 1)
+    return None
+
+
+def _too_deep(offset: int) -> Diagnostic:
+    return Diagnostic("error", offset, f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
 
 
 def _fail(source: _Source, found: list[Diagnostic]) -> Any:
     errors = sum(d.severity == "error" for d in found)
-    shown, printed = [], 0
+    lines, printed = [], 0
     for d in found:
         if d.severity == "error":
             printed += 1
         if printed > _MAX_SHOWN:
             break
-        shown.append(source.format(d))
+        lines.append(source.format(d))
     if printed > _MAX_SHOWN:
-        shown.append(f"autocastgen: ... and {errors - _MAX_SHOWN} more errors in {source.name}\n")
-    raise ReadError("".join(shown), errors)
+        lines.append(f"autocastgen: ... and {errors - _MAX_SHOWN} more errors in {source.name}\n")
+    raise ReadError("".join(lines), errors)

@@ -203,15 +203,26 @@ class Node:
     ran_in: dict[str, int] = field(default_factory=dict)  # the subtree's calls by dtype
     nonfinite: int = 0
     worst_headroom: float | None = None
+    left_out: int = 0  # the root's: rows whose module is past TREE_DEPTH or TREE_PATH (Note [bounded tree])
 
     @property
     def name(self) -> str:
         return self.path.rsplit(".", 1)[-1] if self.path else "<root>"
 
 
+# Note [bounded tree]: a module path comes from the file, so it can be a million segments long.
+# Each segment is a node and every node is drawn by recursion, and each node keeps its whole path,
+# so a path's cost grows with its segments times its length. Paths of more than TREE_DEPTH
+# segments or TREE_PATH characters stay out of the tree (a note on the page counts their rows;
+# the per-module table has them); real models nest a few levels and name a module in tens of
+# characters.
+TREE_DEPTH = 64
+TREE_PATH = 1024
+
+
 def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | None:
     """The attached modules the rows ran in (and, with ``model``, every module of it with its class),
-    each with the dtypes of the calls inside it. None when no row has a module."""
+    each with the dtypes of the calls inside it. None when no row has a module. Note [bounded tree]."""
     root = Node("")
     nodes = {"": root}
 
@@ -221,14 +232,21 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
             nodes[path] = parent.children.setdefault(path, Node(path))
         return nodes[path]
 
+    def fits(path: str) -> bool:
+        return len(path) <= TREE_PATH and path.count(".") < TREE_DEPTH
+
     if model is not None:
         for path, module in model.named_modules():
-            node(path).kind = type(module).__name__
+            if fits(path):
+                node(path).kind = type(module).__name__
     found = False
     for row in rows:
         if "module" not in row:
             continue
         found = True
+        if not fits(row["module"]):
+            root.left_out += 1
+            continue
         node(row["module"]).rows.append(row)  # not copied: nothing here changes a row
     if not found and model is None:
         return None

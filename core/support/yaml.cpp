@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
+#include <istream>
+#include <streambuf>
 
 #include <fmt/format.h>
 #include <yaml-cpp/eventhandler.h>
@@ -138,20 +139,27 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    add(YamlNode(YamlNode::Kind::null, implicit_null_location(at(mark))), anchor, 1);
+    count_node(mark);
+    add(YamlNode(YamlNode::Kind::null, implicit_null_location(at(mark))), anchor, mark, {1, kNodeBytes});
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     auto it = anchors_.find(anchor);
     if (it == anchors_.end()) {
-      add(YamlNode(YamlNode::Kind::null, at(mark)), 0, 1);
+      count_node(mark);
+      add(YamlNode(YamlNode::Kind::null, at(mark)), 0, mark, {1, kNodeBytes});
       return;
     }
-    alias_nodes_ += it->second.second;
+    const Size size = it->second.second;
+    alias_nodes_ += size.nodes;
     if (alias_nodes_ > kMaxYamlAliasNodes)
       throw YAML::ParserException(mark, fmt::format("aliases expand to more than {} nodes", kMaxYamlAliasNodes));
-    add(YamlNode(it->second.first), 0, it->second.second);
+    count_copy(mark, size);
+    nodes_ += size.nodes;
+    check_nodes(mark);
+    add(YamlNode(it->second.first), 0, mark, size);
   }
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    count_node(mark);
     YamlNode node(YamlNode::Kind::scalar, at(mark));
     node.scalar_ = value;
     last_scalar_ = mark;
@@ -173,29 +181,56 @@ class YamlTreeBuilder : public YAML::EventHandler {
       throw YAML::ParserException(mark, fmt::format("expected ':' after the mapping key '{}{}'", shown.substr(0, 40),
                                                     shown.size() > 40 ? "..." : ""));
     }
-    add(std::move(node), anchor, 1);
+    add(std::move(node), anchor, mark, {1, kNodeBytes + value.size()});
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value style) override {
     check_depth(mark);
-    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
+    count_node(mark);
+    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, mark, std::nullopt, {1, kNodeBytes},
+                     style == YAML::EmitterStyle::Flow});
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value style) override {
     check_depth(mark);
-    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
+    count_node(mark);
+    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, mark, std::nullopt, {1, kNodeBytes},
+                     style == YAML::EmitterStyle::Flow});
   }
   void OnMapEnd() override { close(); }
 
  private:
+  // What a node holds, itself included: what an anchor or an alias of it copies.
+  struct Size {
+    size_t nodes;
+    size_t bytes;  // kNodeBytes a node, plus its scalar's bytes
+  };
+  static constexpr size_t kNodeBytes = sizeof(YamlNode);
+
   struct Open {
     YamlNode node;
     YAML::anchor_t anchor;
+    YAML::Mark mark;
     std::optional<YamlNode> pending_key;
-    size_t nodes;  // this node and everything under it so far
-    bool flow;     // `[...]` or `{...}`
+    Size size;  // this node and everything under it so far
+    bool flow;  // `[...]` or `{...}`
   };
+
+  // Note [yaml limits] in yaml.h: every node, and every byte that anchors and aliases copy.
+  void count_node(const YAML::Mark& mark) {
+    ++nodes_;
+    check_nodes(mark);
+  }
+  void check_nodes(const YAML::Mark& mark) const {
+    if (nodes_ > kMaxYamlNodes)
+      throw YAML::ParserException(mark, fmt::format("more than {} nodes in one document", kMaxYamlNodes));
+  }
+  void count_copy(const YAML::Mark& mark, Size size) {
+    copied_bytes_ += size.bytes;
+    if (copied_bytes_ > kMaxYamlCopiedBytes)
+      throw YAML::ParserException(mark, fmt::format("anchors and aliases copy more than {} MiB", kMaxYamlCopiedBytes >> 20));
+  }
 
   // A collection opening at `mark` one level past kMaxYamlDepth ends the parse there.
   void check_depth(const YAML::Mark& mark) const {
@@ -222,18 +257,23 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void close() {
     Open done = std::move(open_.back());
     open_.pop_back();
-    add(std::move(done.node), done.anchor, done.nodes);
+    add(std::move(done.node), done.anchor, done.mark, done.size);
   }
 
-  // `nodes`: how many nodes `node` holds, itself included (what an alias of it would copy).
-  void add(YamlNode node, YAML::anchor_t anchor, size_t nodes) {
-    if (anchor != 0) anchors_.insert_or_assign(anchor, std::pair{node, nodes});
+  // `size`: what `node` holds, itself included. An anchor keeps a copy of its node (`mark`: where
+  // the node starts, for the error when that copy is one too many).
+  void add(YamlNode node, YAML::anchor_t anchor, const YAML::Mark& mark, Size size) {
+    if (anchor != 0) {
+      count_copy(mark, size);
+      anchors_.insert_or_assign(anchor, std::pair{node, size});
+    }
     if (open_.empty()) {
       root_ = std::move(node);
       return;
     }
     Open& parent = open_.back();
-    parent.nodes += nodes;
+    parent.size.nodes += size.nodes;
+    parent.size.bytes += size.bytes;
     if (parent.node.kind_ == YamlNode::Kind::sequence) {
       parent.node.items_.push_back(std::move(node));
     } else if (!parent.pending_key) {
@@ -248,8 +288,10 @@ class YamlTreeBuilder : public YAML::EventHandler {
   uint32_t file_;
   uint32_t base_offset_;
   std::vector<Open> open_;
-  std::map<YAML::anchor_t, std::pair<YamlNode, size_t>> anchors_;
+  std::map<YAML::anchor_t, std::pair<YamlNode, Size>> anchors_;
   size_t alias_nodes_ = 0;
+  size_t nodes_ = 0;
+  size_t copied_bytes_ = 0;
   std::optional<YamlNode> root_;
   std::optional<YAML::Mark> last_scalar_;
 };
@@ -266,9 +308,19 @@ struct ParseResult {
   std::optional<SourceLocation> open_flow;  // with a failure: an unclosed `[` or `{`
 };
 
+// The buffer's bytes as a stream for yaml-cpp, without a copy of them.
+class ViewStreamBuffer : public std::streambuf {
+ public:
+  explicit ViewStreamBuffer(std::string_view text) {
+    char* data = const_cast<char*>(text.data());  // only read: a get area is non-const by type
+    setg(data, data, data + text.size());
+  }
+};
+
 ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
   ParseResult result;
-  std::istringstream in{std::string(buffer.substr(begin, end - begin))};
+  ViewStreamBuffer view(buffer.substr(begin, end - begin));
+  std::istream in(&view);
   YamlTreeBuilder builder(buffer, file, begin);
   YamlTreeBuilder extra(buffer, file, begin);
   try {
@@ -364,8 +416,12 @@ void report_tab_indentation(const SourceManager& sources, uint32_t file, std::st
 }  // namespace
 
 std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                   std::string_view language, std::string_view files) {
+                                   std::string_view language, std::string_view files, size_t max_bytes) {
   const std::string_view text = sources.text(file);
+  if (text.size() > max_bytes) {
+    diags.error({file, 0}, "file is " + input_too_large(max_bytes, files));
+    return std::nullopt;
+  }
   const size_t errors_before = diags.error_count();
   if (!check_bytes(file, text, diags, language, files)) return std::nullopt;
   report_tab_indentation(sources, file, text, diags);

@@ -261,8 +261,6 @@ struct RegisteredSchemas {
 
 RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
   SourceManager sources;
-  std::ostringstream discarded;
-  DiagnosticEngine diags(sources, discarded);
   RegisteredSchemas result;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (!namespaces.empty() && !namespaces.count(namespace_of(name.name))) continue;
@@ -271,11 +269,13 @@ RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
     std::ostringstream text;
     text << handle->schema();
     const uint32_t file = sources.add_buffer(detail::qualified_name(name), text.str());
-    const size_t errors = diags.diagnostics().size();
+    // An engine per schema: one keeps only its first errors (Note [diagnostics are bounded]).
+    std::ostringstream discarded;
+    DiagnosticEngine diags(sources, discarded);
     if (std::optional<model::FunctionSchema> schema =
             schema::parse_function_schema(sources.text(file), schema::SchemaSource{sources.start_of(file)}, diags))
       (void)result.schemas.add(std::move(*schema));
-    else if (diags.diagnostics().size() > errors)
+    else if (!diags.diagnostics().empty())
       result.unreadable.emplace(detail::qualified_name(name), diags.diagnostics().back().message);
   }
   return result;

@@ -86,8 +86,9 @@ std::optional<uint32_t> closing_quote(std::string_view buffer, uint32_t open, ui
 // `base_offset` in the buffer (past a byte-order mark).
 class YamlTreeBuilder : public YAML::EventHandler {
  public:
-  YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset)
-      : buffer_(buffer), file_(file), base_offset_(base_offset) {}
+  // `prefix`: bytes yaml-cpp reads before the text (Note [a flow collection at the top]).
+  YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset, int prefix)
+      : buffer_(buffer), file_(file), base_offset_(base_offset), prefix_(prefix) {}
 
   // Whether a scalar starting at `offset` is about to become a key of an implicit (`key: value`)
   // entry of a block mapping.
@@ -128,7 +129,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
   // rest as its value. Such a scalar is the last one; this finds it. (Note [unterminated quotes])
   [[nodiscard]] std::optional<YAML::Mark> unterminated_quote(uint32_t end) const {
     if (!last_scalar_) return std::nullopt;
-    const uint32_t start = skip_properties(buffer_, base_offset_ + static_cast<uint32_t>(std::max(last_scalar_->pos, 0)));
+    const uint32_t start = skip_properties(buffer_, offset_of(*last_scalar_));
     if (start >= end || (buffer_[start] != '"' && buffer_[start] != '\'') || closing_quote(buffer_, start, end))
       return std::nullopt;
     return last_scalar_;
@@ -150,9 +151,6 @@ class YamlTreeBuilder : public YAML::EventHandler {
       return;
     }
     const Size size = it->second.second;
-    alias_nodes_ += size.nodes;
-    if (alias_nodes_ > kMaxYamlAliasNodes)
-      throw YAML::ParserException(mark, fmt::format("aliases expand to more than {} nodes", kMaxYamlAliasNodes));
     count_copy(mark, size);
     nodes_ += size.nodes;
     check_nodes(mark);
@@ -251,7 +249,11 @@ class YamlTreeBuilder : public YAML::EventHandler {
   }
 
   SourceLocation at(const YAML::Mark& mark) const {
-    return {file_, base_offset_ + static_cast<uint32_t>(std::max(mark.pos, 0))};
+    return {file_, offset_of(mark)};
+  }
+
+  uint32_t offset_of(const YAML::Mark& mark) const {
+    return base_offset_ + static_cast<uint32_t>(std::max(mark.pos - prefix_, 0));
   }
 
   void close() {
@@ -287,9 +289,9 @@ class YamlTreeBuilder : public YAML::EventHandler {
   std::string_view buffer_;
   uint32_t file_;
   uint32_t base_offset_;
+  int prefix_;
   std::vector<Open> open_;
   std::map<YAML::anchor_t, std::pair<YamlNode, Size>> anchors_;
-  size_t alias_nodes_ = 0;
   size_t nodes_ = 0;
   size_t copied_bytes_ = 0;
   std::optional<YamlNode> root_;
@@ -308,21 +310,65 @@ struct ParseResult {
   std::optional<SourceLocation> open_flow;  // with a failure: an unclosed `[` or `{`
 };
 
-// The buffer's bytes as a stream for yaml-cpp, without a copy of them.
-class ViewStreamBuffer : public std::streambuf {
+// `prefix` then `text` as one stream for yaml-cpp, without a copy of the text.
+class PrefixedStreamBuffer : public std::streambuf {
  public:
-  explicit ViewStreamBuffer(std::string_view text) {
-    char* data = const_cast<char*>(text.data());  // only read: a get area is non-const by type
-    setg(data, data, data + text.size());
+  PrefixedStreamBuffer(std::string_view prefix, std::string_view text) : text_(text) {
+    if (prefix.empty()) {
+      serve(text_);
+      text_ = {};
+    } else {
+      serve(prefix);
+    }
   }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (text_.empty()) return traits_type::eof();
+    serve(text_);
+    text_ = {};
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  void serve(std::string_view piece) {
+    char* data = const_cast<char*>(piece.data());  // only read: a get area is non-const by type
+    setg(data, data, data + piece.size());
+  }
+  std::string_view text_;  // still to serve
 };
+
+// Note [a flow collection at the top]
+// A flow collection can be an implicit key (`[a, b]: c`), so yaml-cpp keeps every token of one
+// that opens the document until it knows: a JSON file, one flow collection, is tokenized whole
+// before the first event, ~160 bytes a token (668 MB for a 4 MB array, whatever the node limit).
+// After `---` a key cannot start on the line, so a document whose first token is `[` or `{` is
+// read as `--- ` and the text: yaml-cpp then keeps at most one entry's tokens. Marks count the
+// prefix; the builder and the error location take it off.
+constexpr std::string_view kFlowPrefix = "--- ";
+
+bool starts_with_flow_collection(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '#') {
+      i = text.find('\n', i);
+      if (i == std::string_view::npos) return false;
+    } else if (!is_yaml_space(text[i])) {
+      return text[i] == '[' || text[i] == '{';
+    }
+  }
+  return false;
+}
 
 ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
   ParseResult result;
-  ViewStreamBuffer view(buffer.substr(begin, end - begin));
-  std::istream in(&view);
-  YamlTreeBuilder builder(buffer, file, begin);
-  YamlTreeBuilder extra(buffer, file, begin);
+  const std::string_view text = buffer.substr(begin, end - begin);
+  const std::string_view prefix = starts_with_flow_collection(text) ? kFlowPrefix : std::string_view();
+  const int shift = static_cast<int>(prefix.size());
+  PrefixedStreamBuffer stream(prefix, text);
+  std::istream in(&stream);
+  YamlTreeBuilder builder(buffer, file, begin, shift);
+  YamlTreeBuilder extra(buffer, file, begin, shift);
   try {
     YAML::Parser parser(in);
     if (parser.HandleNextDocument(builder)) {
@@ -337,7 +383,10 @@ ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
     }
   } catch (const YAML::Exception& e) {
     result.failed = true;
-    result.error_mark = e.mark;
+    YAML::Mark mark = e.mark;
+    if (mark.pos >= 0) mark.pos = std::max(mark.pos - shift, 0);
+    if (mark.line == 0) mark.column = std::max(mark.column - shift, 0);
+    result.error_mark = mark;
     result.error_message = e.msg;
     result.open_flow = extra.innermost_open_flow();
     if (!result.open_flow) result.open_flow = builder.innermost_open_flow();

@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 //    installed (Python's KeyboardInterrupt) is left alone: the write then finishes;
 //  - any failure (open, write, fsync, close, rename) removes the temporary and leaves the target
 //    as it was: only rename(2) of a complete temporary replaces it.
-// A record (Durability::record) is also fsync'ed before the rename, and its folder after it, so a
+// A record (WriteOptions::durable) is also fsync'ed before the rename, and its folder after it, so a
 // machine that stops right after the write keeps the old file or the new one, never a cut one.
 // SIGKILL cannot be caught: it can leave a temporary behind, never a half-written target.
 // Writes take one process-wide lock: the signal dispositions and the handler's buffer are per
@@ -141,16 +141,16 @@ bool file_holds(const fs::path& path, std::string_view content) {
 
 void set_write_function_for_testing(WriteFunction write) { g_atomic_write = write; }
 
-bool write_file_atomically(const fs::path& path, std::string_view content, std::string& error, Durability durability) {
+bool write_file_atomically(const fs::path& path, std::string_view content, std::string& error, WriteOptions options) {
   std::error_code ec;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  if (options.create_folders && path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   if (ec) {
     error = ec.message();
     return false;
   }
   std::optional<mode_t> mode;
   if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) mode = st.st_mode & 07777;
-  const bool durable = durability == Durability::record;
+  const bool durable = options.durable;
   const std::lock_guard<std::mutex> lock(atomic_write_mutex());
   const std::string temp = path.string() + ".tmp" + std::to_string(::getpid());
   const TempFileSignals signals(temp);
@@ -168,10 +168,10 @@ bool write_file_atomically(const fs::path& path, std::string_view content, std::
 }
 
 bool write_if_changed(const fs::path& path, std::string_view content, bool& changed, std::string& error,
-                      Durability durability) {
+                      WriteOptions options) {
   changed = false;
   if (file_holds(path, content)) return true;
-  if (!write_file_atomically(path, content, error, durability)) return false;
+  if (!write_file_atomically(path, content, error, options)) return false;
   changed = true;
   return true;
 }

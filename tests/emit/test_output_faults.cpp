@@ -191,7 +191,7 @@ TEST_F(OutputFaults, ThreadsWritingOneRecordLeaveOneWholeFile) {
     threads.emplace_back([&, content] {
       for (int i = 0; i < 10; ++i) {
         std::string error;
-        if (!write_file_atomically(dir_ / "stats.json", content, error, Durability::record)) ++failures;
+        if (!write_file_atomically(dir_ / "stats.json", content, error, {.durable = true})) ++failures;
       }
     });
   for (std::thread& thread : threads) thread.join();

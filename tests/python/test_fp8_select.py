@@ -231,6 +231,52 @@ def test_a_damaged_decisions_file_is_measured_again(damage, monkeypatch):
     assert text == body + f"#end rows=3 fnv1a64={fnv1a64(body.encode())}\n" and body.count("\t2\t1\n") == 3, text
 
 
+@pytest.mark.parametrize("fault", ["file-size limit", "full disk"])
+def test_a_failed_write_keeps_the_previous_decisions_file(fault, tmp_path):
+    """The file is written whole or not at all (support/atomic_file.h): under `ulimit -f` the old
+    writer renamed a cut file over the whole one; on a full disk likewise. Now the write warns and
+    the previous file stays, whole; the decision is kept in memory."""
+    import full_disk
+
+    row = "cpu|tensorwise|BFloat16|M64|K64|N64|backward\t3\t1\n"
+    previous = f"{row}#end rows=1 fnv1a64={fnv1a64(row.encode())}\n"
+    name = Path(autocastgen.fp8_selection_file("cpu")).name
+    policy = tmp_path / "measured.yaml"
+    policy.write_text(POLICY.format(select="measured"))
+    body = f"""
+        import json, resource, torch, warnings, autocastgen
+        autocastgen.load_policy({str(policy)!r})
+        with warnings.catch_warnings(record=True) as caught:  # the child's stderr is a file: limited too
+            warnings.simplefilter("always")
+            if {fault == "file-size limit"}:
+                resource.setrlimit(resource.RLIMIT_FSIZE, ({len(previous) + 8}, resource.RLIM_INFINITY))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.nn.functional.linear(torch.randn(32, 64, requires_grad=True), torch.randn(48, 64, requires_grad=True))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(json.dumps([autocastgen.fp8_selections(), [str(w.message) for w in caught]]))
+        """
+
+    def run_in(folder: Path, reason: str) -> None:
+        result = child_process.run_child(BUILD, "", body, env={"AUTOCASTGEN_FP8_SELECT_CACHE": str(folder), TIMES: "2,1"})
+        (decision,), messages = child_process.last_json(result)
+        assert (decision["source"], decision["fp8"]) == ("measured", False), decision
+        wanted = f"cannot write the fp8 selection cache {folder / name}: {reason} (decisions are kept in memory)"
+        assert any(wanted in m for m in messages), messages
+        assert (folder / name).read_text() == previous
+        assert full_disk.temporaries(folder) == []
+
+    if fault == "file-size limit":
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / name).write_text(previous)
+        run_in(tmp_path / "cache", "File too large")
+        return
+    try:
+        with full_disk.full_file_system({name: previous.encode()}) as folder:
+            run_in(folder, "No space left on device")
+    except full_disk.Unavailable as why:
+        pytest.skip(str(why))
+
+
 DELAYED = """\
 autocast:
   device: cpu

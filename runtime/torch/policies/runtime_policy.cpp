@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string>
@@ -627,6 +628,11 @@ const bool environment_policy_loaded = [] {
     std::fprintf(stderr, "autocastgen: AUTOCASTGEN_POLICY=%s: %zu runtime policies registered\n", path, count);
   } catch (const c10::Error& error) {
     std::fprintf(stderr, "%s\n", error.what_without_backtrace());
+    std::fflush(stderr);
+    std::_Exit(1);
+  } catch (const std::exception& error) {  // memory running out, say: never std::terminate's SIGABRT
+    std::fprintf(stderr, "autocastgen: error: AUTOCASTGEN_POLICY=%s: %s\n", terminal_text(path).c_str(),
+                 dynamic_cast<const std::bad_alloc*>(&error) != nullptr ? "out of memory" : error.what());
     std::fflush(stderr);
     std::_Exit(1);
   }

@@ -1,6 +1,9 @@
 // Entry point of the `autocastgen` command line: dispatches to the verbs.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <map>
 #include <new>
 #include <string>
@@ -38,11 +41,20 @@ int report_exception(const char* what) {
   return 1;
 }
 
+// Output to a full disk or a closed pipe must not end in status 0 (`autocastgen stats --json >
+// out.json` with no room left would leave a cut file and report success).
+int checked_stdout(int status) {
+  std::cout.flush();
+  if (std::cout.good() && std::fflush(stdout) == 0 && !std::ferror(stdout)) return status;
+  std::fprintf(stderr, "autocastgen: error: cannot write the output: %s\n", std::strerror(errno != 0 ? errno : EIO));
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return checked_stdout(run(argc, argv));
   } catch (const std::bad_alloc&) {
     return report_exception("out of memory (the input is too large for the memory this process may use)");
   } catch (const std::exception& e) {

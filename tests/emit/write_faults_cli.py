@@ -6,6 +6,7 @@ Each case gives the verb a previous output to replace, then makes the write fail
     and leave `<file>.tmp<pid>` behind; now exit 1 and "cannot write '<file>': File too large";
   - a full file system (a 64 KiB tmpfs filled to the last byte, tests/python/full_disk.py; skipped
     where no tmpfs can be mounted): exit 1 and "cannot write '<file>': No space left on device";
+    and printed output to /dev/full: exit 1 and "cannot write the output: No space left on device";
   - a rename that cannot succeed (a non-empty directory where the output goes);
   - SIGTERM and SIGINT while the temporary exists: it is made a FIFO beforehand (its name is
     `<file>.tmp<pid>`, and `exec` keeps the shell's pid), so the writer blocks in it, with part of
@@ -81,6 +82,16 @@ def full_disk(verb: str, args_in: Callable[[Path], list[str]], name: str) -> Non
         print(f"skip {verb}, full disk: {why}")
 
 
+def stdout_full(cli: str) -> None:
+    """Printed output to a full disk (/dev/full) is an error too, never status 0 over a cut file."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([cli, "schema", "--schemas", "tests/data/schemas/mini_native_functions.yaml"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    check(r.returncode == 1, f"schema > /dev/full: exit 1 (got {r.returncode})")
+    check(r.stderr == "autocastgen: error: cannot write the output: No space left on device\n",
+          f"schema > /dev/full: message\n{r.stderr}")
+
+
 def rename_fails(verb: str, args: list[str], out: Path, name: str) -> None:
     shutil.rmtree(out, ignore_errors=True)
     (out / name / "inside").mkdir(parents=True)
@@ -143,6 +154,7 @@ def main() -> int:
         generate = [cli, "generate", "--policy", "schemas/policies/cpu.yaml", "--out", str(out)]
         file_size_limit("generate", generate, out, "autocast_cpu.cpp", 50 * 1024)  # the issue's `ulimit -f 50`
         full_disk("generate", lambda folder: [*generate[:-1], str(folder)], "autocast_cpu.cpp")
+        stdout_full(cli)
         rename_fails("generate", generate, out, "autocast_cpu.cpp")
         for sig in (signal.SIGTERM, signal.SIGINT):
             interrupted("generate", generate, out, "autocast_cpu.cpp", sig, mid_write=True)

@@ -5,16 +5,24 @@ file-size limit (`ulimit -f`: SIGXFSZ used to end it at exit, exit status 153, t
 on a full file system. Each case gives it a previous file: the program must exit 0 with a warning
 naming the file and the system's reason, leave the previous file as it was and no temporary.
 
+Then four writers flush one file over and over while 15 of them, one at a time, are killed by
+SIGKILL at a random moment and replaced: a reader polling the file must always find it whole (one
+JSON document as the runtime writes it), whatever the kills left behind as temporaries.
+
 Usage: write_faults_runtime.py --program BIN   (prints one line per case; exit 1 on failure)
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
@@ -46,6 +54,37 @@ def run_case(name: str, program: str, folder: Path, reason: str, limit_bytes: in
     check(temporaries(folder) == [], f"{name}: no temporary left: {temporaries(folder)}")
 
 
+def killed_writers(program: str, kills: int = 15) -> None:
+    with tempfile.TemporaryDirectory(prefix="autocastgen_stats_kills_") as tmp:
+        target = Path(tmp) / "stats.json"
+        target.write_bytes(PREVIOUS)
+        start = lambda: subprocess.Popen([program, "--flush-forever", str(target)], stdout=subprocess.DEVNULL,  # noqa: E731
+                                         stderr=subprocess.DEVNULL)
+        writers = [start() for _ in range(4)]
+        chance = random.Random(47)
+        reads, torn = 0, []
+        try:
+            for _ in range(kills):
+                deadline = time.monotonic() + chance.uniform(0.05, 0.3)
+                while time.monotonic() < deadline:
+                    text = target.read_bytes()
+                    reads += 1
+                    try:
+                        if json.loads(text)["version"] != 1:
+                            torn.append(text[:200])
+                    except (ValueError, KeyError, TypeError):
+                        torn.append(text[:200])
+                victim = chance.randrange(len(writers))
+                writers[victim].send_signal(signal.SIGKILL)
+                writers[victim].wait()
+                writers[victim] = start()
+        finally:
+            for writer in writers:
+                writer.kill()
+                writer.wait()
+        check(not torn and reads > 0, f"{kills} SIGKILLs among 4 writers: every one of {reads} reads whole", repr(torn[:3]))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--program", required=True, help="tests/runtime_state/stats_at_exit")
@@ -59,6 +98,7 @@ def main() -> int:
             run_case("full disk", options.program, folder, "No space left on device")
     except Unavailable as why:
         print(f"skip full disk: {why}")
+    killed_writers(options.program)
     print(f"{len(failures)} failed")
     return 1 if failures else 0
 

@@ -513,12 +513,15 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
   return count;
 }
 
-// `text` with control characters but newline and tab (a NUL would cut the raised message) as \xNN.
+// `text` as terminal_text writes it (a NUL would cut the raised message; Note [text for
+// terminals]), its line breaks kept: the raised message has a line per diagnostic.
 std::string printable(std::string_view text) {
   std::string out;
-  for (const char c : text) {
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) out += c10::str("\\x", "0123456789abcdef"[(c >> 4) & 0xF], "0123456789abcdef"[c & 0xF]);
-    else out.push_back(c);
+  for (size_t start = 0; start <= text.size();) {
+    const size_t newline = std::min(text.find('\n', start), text.size());
+    out += terminal_text(text.substr(start, newline - start));
+    if (newline < text.size()) out.push_back('\n');
+    start = newline + 1;
   }
   return out;
 }

@@ -4,24 +4,19 @@
 #include <algorithm>
 #include <cctype>
 #include <atomic>
-#include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -37,9 +32,8 @@
 #include <torch/library.h>
 
 #include "autocastgen/torch/compat.h"
+#include "fp8/decisions_file.h"
 #include "state/state_internal.h"
-#include "support/atomic_file.h"
-#include "support/strings.h"
 
 namespace autocastgen::fp8 {
 
@@ -113,7 +107,7 @@ struct Table {
   std::mutex mutex;                                // guards everything below
   std::map<std::string, MeasuredChoice> decided;   // classes this process met (agreed)
   std::vector<std::string> order;                  // decided's keys in the order they were made
-  std::map<std::string, std::map<std::string, std::pair<double, double>>> files;  // file -> key -> times
+  std::map<std::string, DecisionRows> files;      // file -> key -> times
   std::mutex measuring;                            // one measurement at a time (they time the device)
 };
 
@@ -126,106 +120,6 @@ std::filesystem::path cache_folder() {
   if (const char* dir = std::getenv("AUTOCASTGEN_FP8_SELECT_CACHE"); dir != nullptr && *dir != '\0') return dir;
   const char* home = std::getenv("HOME");
   return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "autocastgen" / "fp8-select";
-}
-
-// Note [the fp8 decisions file]
-// One line per class, `key<TAB>fp8_ms<TAB>lower_ms`, then `#end rows=N fnv1a64=H`: the number of
-// rows and the FNV-1a hash of every byte before that line. A cut row read as a time would flip a
-// decision (`0.5` of `0.57`), so the file is taken whole or not at all: without its last line, with
-// another count or hash, or with a row that does not parse in full (both times finite and > 0), it
-// is damaged -- cut short by a full disk or a crash, or edited -- and read as empty, with a
-// warning: its classes are measured again and the file written anew. Writes go through the
-// atomic-write helper as records (fsync'ed; support/atomic_file.h), so a reader sees the old file
-// or the new one; ranks writing the same classes at once leave one whole file. A file larger
-// than kMaxFp8DecisionsBytes is damaged too (a file of ~100-byte rows; real ones hold dozens).
-constexpr std::uintmax_t kMaxFp8DecisionsBytes = std::uintmax_t{16} << 20;
-
-std::string fp8_decisions_hash(std::string_view text) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
-}
-
-// The shortest text that reads back as `value`.
-std::string fp8_decisions_number(double value) {
-  char text[32];
-  return std::string(text, std::to_chars(text, text + sizeof text, value).ptr);
-}
-
-std::string fp8_decisions_end_line(size_t rows, std::string_view body) {
-  return c10::str("#end rows=", rows, " fnv1a64=", fp8_decisions_hash(body));
-}
-
-std::optional<double> fp8_decisions_time(std::string_view text) {
-  double value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value) || !(value > 0)) return std::nullopt;
-  return value;
-}
-
-using Fp8Rows = std::map<std::string, std::pair<double, double>>;
-
-// The rows of the whole file `text`, or why it is damaged (Note [the fp8 decisions file]).
-std::variant<Fp8Rows, std::string> parse_fp8_decisions(std::string_view text) {
-  if (text.empty() || text.back() != '\n') return std::string("it does not end with a whole line");
-  const size_t last = text.rfind('\n', text.size() - 2);
-  const std::string_view body = text.substr(0, last == std::string_view::npos ? 0 : last + 1);
-  const std::string_view end_line = text.substr(body.size(), text.size() - body.size() - 1);
-  Fp8Rows rows;
-  size_t count = 0;
-  for (size_t start = 0; start < body.size(); ++count) {
-    const size_t newline = body.find('\n', start);
-    const std::string_view line = body.substr(start, newline - start);
-    start = newline + 1;
-    const size_t tab1 = line.find('\t');
-    const size_t tab2 = tab1 == std::string_view::npos ? tab1 : line.find('\t', tab1 + 1);
-    const std::optional<double> fp8_ms =
-        tab2 == std::string_view::npos ? std::nullopt : fp8_decisions_time(line.substr(tab1 + 1, tab2 - tab1 - 1));
-    const std::optional<double> lower_ms = fp8_ms ? fp8_decisions_time(line.substr(tab2 + 1)) : std::nullopt;
-    if (!lower_ms) return c10::str("line ", count + 1, " is not `key<TAB>fp8_ms<TAB>lower_ms`");
-    rows[std::string(line.substr(0, tab1))] = {*fp8_ms, *lower_ms};
-  }
-  if (end_line != fp8_decisions_end_line(count, body))
-    return std::string(end_line.starts_with("#end ") ? "its end line does not match its rows (a changed or cut file)"
-                                                     : "it has no end line (cut short, or written by an older autocastgen)");
-  return rows;
-}
-
-Fp8Rows read_file(const std::string& path) {
-  std::error_code error;
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) return {};  // absent (or unreadable: written anew after the next measurement)
-  std::string why;
-  if (size > kMaxFp8DecisionsBytes) {
-    why = c10::str("it is larger than ", kMaxFp8DecisionsBytes >> 20, " MiB");
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    std::string text(size, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(size)) || in.peek() != std::ifstream::traits_type::eof()) {
-      why = "it could not be read whole";
-    } else {
-      std::variant<Fp8Rows, std::string> parsed = parse_fp8_decisions(text);
-      if (auto* rows = std::get_if<Fp8Rows>(&parsed)) return std::move(*rows);
-      why = std::get<std::string>(parsed);
-    }
-  }
-  TORCH_WARN("autocastgen: the fp8 selection cache ", terminal_text(path), " is damaged (", why,
-             "); its classes are measured again");
-  return {};
-}
-
-void write_file(const std::string& path, const Fp8Rows& rows) {
-  std::string body;
-  for (const auto& [key, times] : rows)
-    body += c10::str(key, '\t', fp8_decisions_number(times.first), '\t', fp8_decisions_number(times.second), '\n');
-  const std::string text = body + fp8_decisions_end_line(rows.size(), body) + '\n';
-  std::string error;
-  if (!write_file_atomically(path, text, error, {.durable = true})) {
-    TORCH_WARN_ONCE("autocastgen: cannot write the fp8 selection cache ", terminal_text(path), ": ", error,
-                    " (decisions are kept in memory)");
-  }
 }
 
 // --- Measuring ---------------------------------------------------------------------------------
@@ -371,7 +265,7 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
     if (const auto it = t.decided.find(key); it != t.decided.end())  // another thread measured it meanwhile
       return it->second.fp8 ? chosen() : skipped("measured: the lower precision was faster");
     auto [rows, inserted] = t.files.try_emplace(file);
-    if (inserted) rows->second = read_file(file);
+    if (inserted) rows->second = read_decisions_file(file);
     if (const auto row = rows->second.find(key); row != rows->second.end()) known = row->second;
   }
   const std::pair<double, double> local = known ? *known : measure(recipe, device, lower, shape);
@@ -382,9 +276,9 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
   t.order.push_back(key);
   if (!known) {
     auto& rows = t.files[file];
-    for (const auto& [k, times] : read_file(file)) rows.try_emplace(k, times);  // another process's new rows
+    for (const auto& [k, times] : read_decisions_file(file)) rows.try_emplace(k, times);  // another process's new rows
     rows[key] = agreed;
-    write_file(file, rows);
+    write_decisions_file(file, rows);
   }
   return choice.fp8 ? chosen() : skipped("measured: the lower precision was faster");
 }

@@ -80,10 +80,10 @@ inline constexpr size_t kMaxYamlDepth = 64;
 
 // Parses the single YAML document in `file`. Reports syntax errors (and tabs used for
 // indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
-// is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8, control
-// characters, nesting deeper than kMaxYamlDepth and a document over the limits of Note [yaml
-// limits] are errors (Note [bytes YAML cannot hold]); a file over `max_bytes` is not parsed.
-// `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML) and
+// is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8 and
+// control characters (Note [bytes YAML cannot hold] in yaml_text.cpp), nesting deeper than
+// kMaxYamlDepth and a document over the limits of Note [yaml limits] are errors; a file over
+// `max_bytes` is not parsed. `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML) and
 // in control-character errors; `files` names what the file is in encoding errors ("statistics
 // files must be UTF-8").
 [[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,

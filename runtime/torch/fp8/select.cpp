@@ -107,7 +107,7 @@ struct Table {
   std::mutex mutex;                                // guards everything below
   std::map<std::string, MeasuredChoice> decided;   // classes this process met (agreed)
   std::vector<std::string> order;                  // decided's keys in the order they were made
-  std::map<std::string, DecisionRows> files;      // file -> key -> times
+  std::map<std::string, DecisionRows> files;       // file -> key -> times
   std::mutex measuring;                            // one measurement at a time (they time the device)
 };
 

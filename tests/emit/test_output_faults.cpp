@@ -189,7 +189,7 @@ TEST_F(OutputFaults, ThreadsWritingOneRecordLeaveOneWholeFile) {
   std::atomic<int> failures{0};
   for (const std::string& content : contents)
     threads.emplace_back([&, content] {
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < 4; ++i) {
         std::string error;
         if (!write_file_atomically(dir_ / "stats.json", content, error, {.durable = true})) ++failures;
       }

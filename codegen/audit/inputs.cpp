@@ -167,7 +167,7 @@ class ManifestReader {
 
 std::optional<policy::ResolvedPolicy> read_manifest(uint32_t file, std::string name, const model::SchemaSet& schemas,
                                                     const SourceManager& sources, DiagnosticEngine& diags) {
-  std::optional<YamlNode> root = parse_yaml(sources, file, diags, "JSON", "manifests");
+  std::optional<YamlNode> root = parse_yaml(sources, file, diags, "JSON", "manifests", kMaxRecordFileBytes);
   if (!root) return std::nullopt;
   policy::ResolvedPolicy policy;
   policy.source = PolicySource::manifest;

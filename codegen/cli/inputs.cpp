@@ -31,9 +31,10 @@ std::optional<std::filesystem::path> installed_native_functions(std::string& why
   return found;
 }
 
-std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceManager& sources, DiagnosticEngine& diags) {
+std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceManager& sources, DiagnosticEngine& diags,
+                                   size_t max_bytes, std::string_view files) {
   std::string error;
-  std::optional<uint32_t> file = sources.add_file(path, error);
+  std::optional<uint32_t> file = sources.add_file(path, error, max_bytes, files);
   if (!file) diags.error({}, fmt::format("cannot read '{}': {}", path.string(), error));
   return file;
 }
@@ -181,7 +182,7 @@ std::optional<SchemaInputs> load_schema_inputs(const std::vector<std::filesystem
   result.release_dir = release_dir;
   inputs.insert(inputs.end(), extra.begin(), extra.end());
   for (const auto& path : inputs)
-    if (auto file = read_input(path, sources, diags)) result.files.push_back(*file);
+    if (auto file = read_input(path, sources, diags, kMaxSchemaFileBytes, "schema files")) result.files.push_back(*file);
   if (diags.has_errors()) return std::nullopt;
   std::optional<model::SchemaSet> schemas = schema::load_schema_files(result.files, sources, diags);
   if (!schemas) return std::nullopt;

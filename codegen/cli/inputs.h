@@ -12,6 +12,7 @@
 #include "model/torch_version.h"
 #include "policy/resolver.h"
 #include "support/diagnostics.h"
+#include "support/yaml.h"
 
 namespace autocastgen::cli {
 
@@ -63,8 +64,10 @@ void add_extra_schemas_option(CLI::App& verb, std::vector<std::filesystem::path>
                                                              const std::string& torch_version, SourceManager& sources,
                                                              DiagnosticEngine& diags, const std::vector<std::filesystem::path>& extra = {});
 
-// Reads one file into `sources`, reporting an unreadable file as an error.
+// Reads one file into `sources`, reporting an unreadable file (or one over `max_bytes`, the limit
+// for `files`: Note [yaml limits]) as an error.
 [[nodiscard]] std::optional<uint32_t> read_input(const std::filesystem::path& path, SourceManager& sources,
-                                                 DiagnosticEngine& diags);
+                                                 DiagnosticEngine& diags, size_t max_bytes = kMaxSourceBytes,
+                                                 std::string_view files = "input files");
 
 }  // namespace autocastgen::cli

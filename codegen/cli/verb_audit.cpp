@@ -50,7 +50,7 @@ struct DiffOptions {
 };
 
 int finish_with_errors(const DiagnosticEngine& diags) {
-  std::cerr << fmt::format("autocastgen: {} error{}; no report written\n", diags.error_count(), diags.error_count() == 1 ? "" : "s");
+  std::cerr << fmt::format("autocastgen: {}; no report written\n", diags.error_summary());
   return 1;
 }
 
@@ -110,7 +110,7 @@ std::optional<policy::ResolvedPolicy> read_input_policy(const fs::path& path, co
       return resolved;
     }
     case policy::PolicySource::manifest: {
-      std::optional<uint32_t> file = read_input(path, sources, diags);
+      std::optional<uint32_t> file = read_input(path, sources, diags, kMaxRecordFileBytes, "manifests");
       if (!file) return std::nullopt;
       return audit::read_manifest(*file, display_path(path), schemas, sources, diags);
     }

@@ -11,6 +11,7 @@
 #include "cli/inputs.h"
 #include "cli/verbs.h"
 #include "policy/resolver.h"
+#include "support/strings.h"
 
 namespace autocastgen::cli {
 
@@ -91,8 +92,7 @@ VerbRunner add_check_verb(CLI::App& app) {
     std::optional<policy::ResolvedPolicy> resolved =
         policy::load_policy(options->policy, inputs->schemas, sources, diags, inputs->target());
     if (!resolved || diags.has_errors()) {
-      std::cerr << fmt::format("{}: {} error{} generated.\n", options->policy.string(), diags.error_count(),
-                               diags.error_count() == 1 ? "" : "s");
+      std::cerr << fmt::format("{}: {} generated.\n", terminal_text(options->policy.string()), diags.error_summary());
       return 1;
     }
     if (options->format == "json") std::cout << to_json(*resolved, sources).dump(2) << "\n";

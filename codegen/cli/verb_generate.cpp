@@ -13,6 +13,7 @@
 #include "emit/torch_target.h"
 #include "policy/resolver.h"
 #include "host/hash.h"
+#include "support/atomic_file.h"
 #include "support/paths.h"
 
 namespace autocastgen::cli {
@@ -121,13 +122,13 @@ int run(const GenerateOptions& options) {
     if (!depfile)
       diags.error({}, fmt::format("cannot write depfile '{}': the path {} holds a line break, which Make's syntax cannot express",
                                   options.depfile.string(), emit::cpp_string_literal(unwritable)));
-    else if (!emit::write_if_changed(options.depfile, *depfile, changed, error))
+    else if (!write_if_changed(options.depfile, *depfile, changed, error))
       diags.error({}, fmt::format("cannot write depfile '{}': {}", options.depfile.string(), error));
   }
   if (!options.input_list.empty()) {
     bool changed = false;
     std::string error;
-    if (!emit::write_if_changed(options.input_list, emit::OutputWriter::input_list(dependencies), changed, error))
+    if (!write_if_changed(options.input_list, emit::OutputWriter::input_list(dependencies), changed, error))
       diags.error({}, fmt::format("cannot write the input list '{}': {}", options.input_list.string(), error));
   }
   return diags.has_errors() ? 1 : 0;

@@ -71,7 +71,7 @@ int run(const ImportVerbOptions& options) {
   std::optional<std::vector<policy::ResolvedPolicy>> imported =
       importer->run(import_options, *schemas, sources, diags);
   if (!imported) {
-    std::cerr << fmt::format("autocastgen: import: {} error{}; nothing written\n", diags.error_count(), diags.error_count() == 1 ? "" : "s");
+    std::cerr << fmt::format("autocastgen: import: {}; nothing written\n", diags.error_summary());
     return 1;
   }
   if (imported->empty()) {

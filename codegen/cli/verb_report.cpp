@@ -3,13 +3,21 @@
 // Python package (autocastgen/reporter/), which this verb runs as `python -m autocastgen.reporter`
 // with the interpreter and the package beside the CLI, as `advise` does (Note [advise runs the
 // package] in verb_advise.cpp): `autocastgen.report(...)` and this verb write the same page and
-// refuse the same files with the same located errors.
+// refuse the same files with the same located errors: the verb first checks each file with the
+// stats verb's reader (Note [reading a statistics file] in stats_file.cpp), so a bad file gets
+// `file:line:col: error:` from the CLI, never a traceback from Python.
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "cli/stats_file.h"
 #include "cli/verbs.h"
 #include "host/python.h"
+#include "support/diagnostics.h"
+#include "support/source_manager.h"
 
 namespace autocastgen::cli {
 
@@ -22,6 +30,15 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& options) {
+  {
+    SourceManager sources;
+    DiagnosticEngine diags(sources, std::cerr);
+    for (const std::string& file : options.files) (void)read_stats(file, sources, diags);  // every file's errors
+    if (diags.has_errors()) {
+      std::cerr << fmt::format("autocastgen: {}; no report written\n", diags.error_summary());
+      return 1;
+    }
+  }
   std::vector<std::string> args = options.files;
   args.insert(args.end(), {"-o", options.output});
   if (!options.title.empty()) args.insert(args.end(), {"--title", options.title});

@@ -2,7 +2,6 @@
 // (AUTOCASTGEN_STATS, docs/insight.md) as a table, or the difference between two such files;
 // `--merge FILE...` sums files (one per rank, docs/distributed.md) into one table.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -16,12 +15,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/inputs.h"
+#include "cli/stats_file.h"
 #include "cli/verbs.h"
 #include "support/diagnostics.h"
 #include "support/paths.h"
 #include "support/source_manager.h"
-#include "support/yaml.h"
+#include "support/strings.h"
 
 namespace autocastgen::cli {
 
@@ -35,263 +34,6 @@ struct StatsOptions {
   bool merge = false;
   std::string by = "op";  // op: rows per (op, rule), modules summed; module: per (module, op, rule)
 };
-
-
-// An op's `ranges` object (Note [range record] in runtime/include/autocastgen/runtime/watch.h).
-struct RangeStats {
-  uint64_t calls = 0;
-  std::optional<double> input_max_abs;
-  std::optional<double> input_min_abs;
-  std::optional<double> output_max_abs;
-  std::optional<double> output_min_abs;
-  uint64_t output_elements = 0;
-  uint64_t float16_overflow = 0;
-  uint64_t float16_underflow = 0;
-  uint64_t bfloat16_overflow = 0;
-  uint64_t bfloat16_underflow = 0;
-
-  void add(const RangeStats& other);
-  bool operator==(const RangeStats&) const = default;
-};
-
-std::optional<double> max_of(std::optional<double> a, std::optional<double> b) {
-  if (!a || !b) return a ? a : b;
-  return std::max(*a, *b);
-}
-
-std::optional<double> min_of(std::optional<double> a, std::optional<double> b) {
-  if (!a || !b) return a ? a : b;
-  return std::min(*a, *b);
-}
-
-void RangeStats::add(const RangeStats& other) {
-  calls += other.calls;
-  input_max_abs = max_of(input_max_abs, other.input_max_abs);
-  input_min_abs = min_of(input_min_abs, other.input_min_abs);
-  output_max_abs = max_of(output_max_abs, other.output_max_abs);
-  output_min_abs = min_of(output_min_abs, other.output_min_abs);
-  output_elements += other.output_elements;
-  float16_overflow += other.float16_overflow;
-  float16_underflow += other.float16_underflow;
-  bfloat16_overflow += other.bfloat16_overflow;
-  bfloat16_underflow += other.bfloat16_underflow;
-}
-
-// One op overload under one rule, as the runtime wrote it (runtime/include/autocastgen/runtime/stats.h).
-// Fields added after the first files (cache misses and evictions, the watch's, the ranges) are
-// optional: a file without them reads as zero / not measured.
-struct OpStats {
-  std::string op;
-  std::string policy;  // empty in files that do not say
-  std::optional<std::string> module;  // the attached module the calls ran in (autocastgen.attach); the root is ""
-  uint64_t calls = 0;
-  std::map<std::string, uint64_t> ran_in;
-  std::map<std::string, uint64_t> fp8_skipped;  // fp8 calls that ran in the lower precision, by reason
-  uint64_t casts = 0;
-  uint64_t cast_bytes = 0;
-  uint64_t cache_hits = 0;
-  uint64_t cache_misses = 0;
-  uint64_t cache_evictions = 0;
-  uint64_t compiled_calls = 0;  // of calls, those compiled graphs made: their cache use is not known
-  uint64_t outputs_checked = 0;
-  uint64_t nonfinite = 0;
-  std::optional<double> output_max_abs;  // not measured: no finite output checked
-  std::optional<RangeStats> ranges;
-
-  void add(const OpStats& other) {
-    calls += other.calls;
-    casts += other.casts;
-    cast_bytes += other.cast_bytes;
-    cache_hits += other.cache_hits;
-    cache_misses += other.cache_misses;
-    cache_evictions += other.cache_evictions;
-    compiled_calls += other.compiled_calls;
-    outputs_checked += other.outputs_checked;
-    nonfinite += other.nonfinite;
-    output_max_abs = max_of(output_max_abs, other.output_max_abs);
-    if (other.ranges) {
-      if (!ranges) ranges = RangeStats{};
-      ranges->add(*other.ranges);
-    }
-    for (const auto& [dtype, n] : other.ran_in) ran_in[dtype] += n;
-    for (const auto& [reason, n] : other.fp8_skipped) fp8_skipped[reason] += n;
-  }
-
-  // Outside every module sorts first (a module's path can be "": the root).
-  [[nodiscard]] std::tuple<std::string, std::string, bool, std::string> key() const {
-    return {op, policy, module.has_value(), module.value_or("")};
-  }
-  bool operator==(const OpStats&) const = default;
-};
-
-// Note [reading a statistics file]: JSON is read with the YAML reader the other verbs use for
-// manifests, so every problem has a file:line:col. A file is refused as a whole when any entry is
-// wrong: a report over part of a file would look complete.
-class StatsReader {
- public:
-  explicit StatsReader(DiagnosticEngine& diags) : diags_(diags) {}
-
-  std::optional<std::vector<OpStats>> run(const YamlNode& root) {
-    const size_t errors_before = diags_.error_count();
-    if (!root.is_mapping() || !root.find("version") || !root.find("ops")) {
-      diags_.error(root.location(),
-                   fmt::format("not an autocastgen statistics file: expected an object with 'version' and 'ops' (as "
-                               "AUTOCASTGEN_STATS writes), found {}",
-                               root.is_mapping() ? "an object without them" : root.describe_json()));
-      return std::nullopt;
-    }
-    const YamlNode& version = *root.find("version");
-    if (!version.is_scalar() || version.scalar() != "1") {
-      diags_.error(version.location(), fmt::format("unsupported statistics file version '{}' (this autocastgen reads version 1)",
-                                                   version.is_scalar() ? version.scalar() : version.describe_json()));
-      return std::nullopt;
-    }
-    const YamlNode& ops = *root.find("ops");
-    std::vector<OpStats> out;
-    if (!ops.is_sequence()) {
-      diags_.error(ops.location(), fmt::format("'ops' must be an array of objects, found {}", ops.describe_json()));
-      return std::nullopt;
-    }
-    std::map<std::tuple<std::string, std::string, bool, std::string>, SourceLocation> seen;
-    for (const YamlNode& item : ops.items()) {
-      std::optional<OpStats> op = read_op(item);
-      if (!op) continue;
-      if (auto [it, inserted] = seen.emplace(op->key(), item.location()); !inserted) {
-        diags_.error(item.location(), fmt::format("'{}'{}{} is listed twice", op->op, op->policy.empty() ? "" : " (" + op->policy + ")",
-                                                  op->module ? fmt::format(" in module '{}'", *op->module) : ""));
-        diags_.note(it->second, "first listed here");
-        continue;
-      }
-      out.push_back(std::move(*op));
-    }
-    if (diags_.error_count() != errors_before) return std::nullopt;
-    return out;
-  }
-
- private:
-  std::optional<OpStats> read_op(const YamlNode& item) {
-    if (!item.is_mapping()) {
-      diags_.error(item.location(), fmt::format("each entry of 'ops' must be an object with 'op' and 'calls', found {}", item.describe_json()));
-      return std::nullopt;
-    }
-    OpStats op;
-    bool ok = true;
-    if (const YamlNode* name = required(item, "op"); name && name->is_scalar() && !name->scalar().empty()) {
-      op.op = name->scalar();
-    } else {
-      if (name) diags_.error(name->location(), fmt::format("'op' must be an op name such as \"aten::linear\", found {}", name->describe_json()));
-      ok = false;
-    }
-    if (const YamlNode* policy = item.find("policy")) {
-      if (policy->is_scalar()) op.policy = policy->scalar();
-      else ok = error(*policy, "'policy' must be a string");
-    }
-    if (const YamlNode* module = item.find("module")) {
-      if (module->is_scalar()) op.module = module->scalar();
-      else ok = error(*module, fmt::format("'module' must be a module path string, found {}", module->describe_json()));
-    }
-    ok = count(item, "calls", op.calls, true) && ok;
-    if (const YamlNode* ran_in = required(item, "ran_in")) ok = calls_by_name(*ran_in, "ran_in", "dtype name", op.ran_in) && ok;
-    else ok = false;
-    if (const YamlNode* skipped = item.find("fp8_skipped"))
-      ok = calls_by_name(*skipped, "fp8_skipped", "reason", op.fp8_skipped) && ok;
-    ok = count(item, "casts", op.casts, true) && ok;
-    ok = count(item, "cast_bytes", op.cast_bytes, true) && ok;
-    ok = count(item, "cache_hits", op.cache_hits, true) && ok;
-    ok = count(item, "cache_misses", op.cache_misses, false) && ok;
-    ok = count(item, "cache_evictions", op.cache_evictions, false) && ok;
-    ok = count(item, "compiled_calls", op.compiled_calls, false) && ok;
-    ok = count(item, "outputs_checked", op.outputs_checked, false) && ok;
-    ok = count(item, "nonfinite", op.nonfinite, false) && ok;
-    ok = magnitude(item, "output_max_abs", op.output_max_abs) && ok;
-    if (const YamlNode* ranges = item.find("ranges")) {
-      if (!ranges->is_mapping()) {
-        ok = error(*ranges, fmt::format("'ranges' must be an object, found {}", ranges->describe_json()));
-      } else {
-        RangeStats r;
-        ok = count(*ranges, "calls", r.calls, true) && ok;
-        ok = magnitude(*ranges, "input_max_abs", r.input_max_abs) && ok;
-        ok = magnitude(*ranges, "input_min_abs", r.input_min_abs) && ok;
-        ok = magnitude(*ranges, "output_max_abs", r.output_max_abs) && ok;
-        ok = magnitude(*ranges, "output_min_abs", r.output_min_abs) && ok;
-        ok = count(*ranges, "output_elements", r.output_elements, true) && ok;
-        ok = count(*ranges, "float16_overflow", r.float16_overflow, true) && ok;
-        ok = count(*ranges, "float16_underflow", r.float16_underflow, true) && ok;
-        ok = count(*ranges, "bfloat16_overflow", r.bfloat16_overflow, true) && ok;
-        ok = count(*ranges, "bfloat16_underflow", r.bfloat16_underflow, true) && ok;
-        op.ranges = r;
-      }
-    }
-    if (!ok) return std::nullopt;
-    return op;
-  }
-
-  // An object of name (a dtype, a reason) to a call count, added into `out`: `ran_in`, `fp8_skipped`.
-  bool calls_by_name(const YamlNode& node, std::string_view key, std::string_view what,
-                     std::map<std::string, uint64_t>& out) {
-    if (!node.is_mapping())
-      return error(node, fmt::format("'{}' must be an object of {} to calls, found {}", key, what, node.describe_json()));
-    bool ok = true;
-    for (const auto& [name, calls] : node.pairs()) {
-      uint64_t value = 0;
-      if (!integer(calls, fmt::format("'{}' of '{}'", key, name.scalar()), value)) ok = false;
-      else out[name.scalar()] += value;
-    }
-    return ok;
-  }
-
-  // An optional member holding a finite number >= 0, or null (not measured).
-  bool magnitude(const YamlNode& object, std::string_view key, std::optional<double>& value) {
-    const YamlNode* node = object.find(key);
-    if (!node || node->is_null() || (node->is_scalar() && node->scalar() == "null")) return true;
-    const std::string& text = node->is_scalar() ? node->scalar() : std::string();
-    double parsed = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, parsed);
-    if (!node->is_scalar() || text.empty() || ec != std::errc() || ptr != end || !std::isfinite(parsed) || parsed < 0)
-      return error(*node, fmt::format("'{}' must be a non-negative number or null, found {}", key,
-                                      node->is_scalar() ? "'" + text + "'" : node->describe_json()));
-    value = parsed;
-    return true;
-  }
-
-  bool error(const YamlNode& node, std::string message) {
-    diags_.error(node.location(), std::move(message), std::max<uint32_t>(1, node.source_length()));
-    return false;
-  }
-
-  const YamlNode* required(const YamlNode& object, std::string_view key) {
-    const YamlNode* value = object.find(key);
-    if (!value) diags_.error(object.location(), fmt::format("missing member '{}'", key));
-    return value;
-  }
-
-  bool integer(const YamlNode& node, const std::string& what, uint64_t& value) {
-    const std::string& text = node.is_scalar() ? node.scalar() : std::string();
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (!node.is_scalar() || text.empty() || ec != std::errc() || ptr != end)
-      return error(node, fmt::format("{} must be a non-negative integer, found {}", what,
-                                     node.is_scalar() ? "'" + text + "'" : node.describe_json()));
-    return true;
-  }
-
-  bool count(const YamlNode& object, std::string_view key, uint64_t& value, bool needed) {
-    const YamlNode* node = needed ? required(object, key) : object.find(key);
-    if (!node) return !needed;
-    return integer(*node, fmt::format("'{}'", key), value);
-  }
-
-  DiagnosticEngine& diags_;
-};
-
-std::optional<std::vector<OpStats>> read_stats(const fs::path& path, SourceManager& sources, DiagnosticEngine& diags) {
-  const std::optional<uint32_t> file = read_input(path, sources, diags);
-  if (!file) return std::nullopt;
-  const std::optional<YamlNode> root = parse_yaml(sources, *file, diags, "JSON", "statistics files");
-  if (!root) return std::nullopt;
-  return StatsReader(diags).run(*root);
-}
 
 // Note [headroom]: how far an op's largest finite output |value| is from float16's largest finite
 // value, in bits (binary orders of magnitude): log2(65504 / max |value|). +3 means the outputs
@@ -349,7 +91,8 @@ std::string ran_in_text(const std::map<std::string, uint64_t>& ran_in) {
   std::vector<std::pair<std::string, uint64_t>> sorted(ran_in.begin(), ran_in.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
   std::string text;
-  for (const auto& [dtype, calls] : sorted) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", dtype, calls);
+  for (const auto& [dtype, calls] : sorted)
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", terminal_text(dtype), calls);
   return text.empty() ? "-" : text;
 }
 
@@ -456,9 +199,11 @@ void sort_by_module(std::vector<OpStats>& ops) {
   });
 }
 
+// Names in tables are printed through terminal_text (Note [text for terminals]): a module or op
+// named with ESC [31m must not recolour the screen.
 std::string module_text(const OpStats& op) {
   if (!op.module) return "-";
-  return op.module->empty() ? "<root>" : *op.module;
+  return op.module->empty() ? "<root>" : terminal_text(*op.module);
 }
 
 // Under the table: the fp8 list's calls that ran in the lower precision, and why (the runtime's
@@ -471,11 +216,11 @@ void print_fp8_skipped(const std::vector<OpStats>& ops, bool by_module) {
     first = false;
     uint64_t skipped = 0;
     for (const auto& [reason, calls] : op.fp8_skipped) skipped += calls;
-    std::cout << fmt::format("  {}{}: {} of {} calls\n", op.op, by_module ? fmt::format(" in {}", module_text(op)) : "",
+    std::cout << fmt::format("  {}{}: {} of {} calls\n", terminal_text(op.op), by_module ? fmt::format(" in {}", module_text(op)) : "",
                              skipped, op.calls);
     std::vector<std::pair<std::string, uint64_t>> reasons(op.fp8_skipped.begin(), op.fp8_skipped.end());
     std::stable_sort(reasons.begin(), reasons.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-    for (const auto& [reason, calls] : reasons) std::cout << fmt::format("    {:>8}  {}\n", calls, reason);
+    for (const auto& [reason, calls] : reasons) std::cout << fmt::format("    {:>8}  {}\n", calls, terminal_text(reason));
   }
 }
 
@@ -506,7 +251,7 @@ int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json,
   if (with_ranges)
     for (const char* column : {"f16 over", "f16 under", "bf16 over", "bf16 under"}) rows.front().emplace_back(column);
   const auto row_of = [with_ranges](const OpStats& op, std::string name, std::string policy) {
-    std::vector<std::string> row = {std::move(name), std::move(policy), std::to_string(op.calls), ran_in_text(op.ran_in),
+    std::vector<std::string> row = {terminal_text(name), terminal_text(policy), std::to_string(op.calls), ran_in_text(op.ran_in),
                                     std::to_string(op.casts), std::to_string(op.cast_bytes), cache_text(op),
                                     nonfinite_text(op), magnitude_text(op.output_max_abs), headroom_text(op.output_max_abs)};
     if (with_ranges) {
@@ -525,7 +270,7 @@ int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json,
     for (size_t i = 1; i < rows.size(); ++i) rows[i].insert(rows[i].begin(), i + 1 == rows.size() ? "" : module_text(ops[i - 1]));
     right.insert(right.begin(), false);
   }
-  std::cout << fmt::format("{}: {} {}\n", title, ops.size(),
+  std::cout << fmt::format("{}: {} {}\n", terminal_text(title), ops.size(),
                            by_module ? (ops.size() == 1 ? "row (module, op)" : "rows (module, op)") : (ops.size() == 1 ? "op" : "ops"));
   print_table(rows, right);
   print_fp8_skipped(ops, by_module);
@@ -599,7 +344,8 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} -> {}: {} op{} changed, {} unchanged\n", display_path(path_a), display_path(path_b),
+  std::cout << fmt::format("{} -> {}: {} op{} changed, {} unchanged\n", terminal_text(display_path(path_a)),
+                           terminal_text(display_path(path_b)),
                            changed.size(), changed.size() == 1 ? "" : "s", joined.size() - changed.size());
   if (changed.empty()) return 0;
   std::vector<std::vector<std::string>> rows = {{"op", "policy", "calls", "ran in", "casts", "cast bytes",
@@ -614,8 +360,10 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
     std::string ran_in = ran_in_text(x.ran_in) == ran_in_text(y.ran_in)
                              ? ran_in_text(x.ran_in)
                              : fmt::format("{} -> {}", ran_in_text(x.ran_in), ran_in_text(y.ran_in));
-    std::string name = key.op + (row.a ? (row.b ? "" : " (only in A)") : " (only in B)");
-    auto policy_text = [](const OpStats* op) { return !op ? std::string("-") : op->policy.empty() ? "?" : op->policy; };
+    std::string name = terminal_text(key.op) + (row.a ? (row.b ? "" : " (only in A)") : " (only in B)");
+    auto policy_text = [](const OpStats* op) {
+      return !op ? std::string("-") : op->policy.empty() ? "?" : terminal_text(op->policy);
+    };
     const std::string policy = policy_text(row.a) == policy_text(row.b)
                                    ? policy_text(row.a)
                                    : fmt::format("{} -> {}", policy_text(row.a), policy_text(row.b));
@@ -647,8 +395,7 @@ int run_stats(const StatsOptions& options) {
     if (std::optional<std::vector<OpStats>> ops = read_stats(path, sources, diags)) read.push_back(std::move(*ops));
   }
   if (read.size() != options.files.size() || diags.has_errors()) {
-    std::cerr << fmt::format("autocastgen: {} error{}; no report written\n", diags.error_count(),
-                             diags.error_count() == 1 ? "" : "s");
+    std::cerr << fmt::format("autocastgen: {}; no report written\n", diags.error_summary());
     return 1;
   }
   if (options.merge) {

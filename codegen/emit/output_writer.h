@@ -1,5 +1,5 @@
 // The one output writer: collects generated files in memory, refuses duplicate paths, writes only
-// files whose content changed (atomically), and writes nothing at all when there were errors.
+// files whose content changed (atomically: support/atomic_file.h), and nothing at all when there were errors.
 #pragma once
 
 #include <cstddef>
@@ -7,8 +7,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <sys/types.h>
 
 #include "support/diagnostics.h"
 
@@ -44,17 +42,5 @@ class OutputWriter {
   std::filesystem::path dir_;
   std::vector<File> files_;
 };
-
-// Writes `content` to `path` unless it already holds exactly that; via a temporary file and a
-// rename, so readers never see half a file. Returns false and sets `error` (the system's words:
-// "File too large", "No space left on device") on failure; the temporary is gone then and `path`
-// is as it was. Survives SIGXFSZ; SIGINT, SIGTERM and SIGHUP remove the temporary before they end
-// the process (Note [output under faults] in output_writer.cpp).
-[[nodiscard]] bool write_if_changed(const std::filesystem::path& path, const std::string& content, bool& changed,
-                                    std::string& error);
-
-// Test seam for fault injection: the write(2) used for temporaries (nullptr: ::write).
-using WriteFunction = ssize_t (*)(int fd, const void* data, size_t size);
-void set_write_function_for_testing(WriteFunction write);
 
 }  // namespace autocastgen::emit

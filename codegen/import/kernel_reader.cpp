@@ -89,7 +89,7 @@ std::optional<std::string> literal_message(const clang::Expr* e) {
     const std::string callee = qualified_name(call->getDirectCallee());
     size_t first = 0;
     if (callee == "c10::detail::torchCheckMsgImpl") first = call->getNumArgs() > 1 ? 1 : 0;  // skip "Expected ..."
-    else if (callee != "c10::str") return std::nullopt;
+    else if (callee != "c10::str" && callee != "autocastgen::torch::text") return std::nullopt;  // rt::text: generated banned messages
     std::string text;
     for (size_t i = first; i < call->getNumArgs(); ++i) {
       std::optional<std::string> part = literal_message(call->getArg(static_cast<unsigned>(i)));

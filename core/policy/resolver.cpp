@@ -12,6 +12,7 @@
 
 #include "policy/policy_file.h"
 #include "support/strings.h"
+#include "support/yaml.h"
 
 namespace autocastgen::policy {
 
@@ -44,7 +45,7 @@ std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::
       return std::nullopt;
     }
     std::string error;
-    std::optional<uint32_t> file = sources.add_file(current, error);
+    std::optional<uint32_t> file = sources.add_file(current, error, kMaxPolicyFileBytes, "policy files");
     if (!file) {
       if (included_from.valid())
         diags.error(included_from, fmt::format("cannot read extended policy '{}': {}", current.string(), error));

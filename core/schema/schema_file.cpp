@@ -13,7 +13,7 @@ std::optional<model::SchemaSet> load_schema_files(const std::vector<uint32_t>& f
   const size_t errors_before = diags.error_count();
   model::SchemaSet set;
   for (uint32_t file : files) {
-    std::optional<YamlNode> root = parse_yaml(sources, file, diags);
+    std::optional<YamlNode> root = parse_yaml(sources, file, diags, "YAML", "schema files", kMaxSchemaFileBytes);
     if (!root) continue;
     if (root->is_null()) {
       diags.error(root->location(), "schema file is empty; expected a sequence of entries with 'func:'");

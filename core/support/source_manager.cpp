@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 
@@ -27,7 +26,14 @@ uint32_t SourceManager::add_buffer(std::string name, std::string contents) {
   return static_cast<uint32_t>(buffers_.size());
 }
 
-std::optional<uint32_t> SourceManager::add_file(const std::filesystem::path& path, std::string& error) {
+std::string input_too_large(size_t max_bytes, std::string_view files) {
+  const std::string size = max_bytes % (size_t{1} << 20) == 0 ? std::to_string(max_bytes >> 20) + " MiB"
+                                                              : std::to_string(max_bytes) + " bytes";
+  return "larger than " + size + ", the limit for " + std::string(files);
+}
+
+std::optional<uint32_t> SourceManager::add_file(const std::filesystem::path& path, std::string& error, size_t max_bytes,
+                                                std::string_view files) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     error = "is a directory";
@@ -38,15 +44,22 @@ std::optional<uint32_t> SourceManager::add_file(const std::filesystem::path& pat
     error = std::strerror(errno);
     return std::nullopt;
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  // In pieces, never past the limit: a huge file or /dev/zero costs max_bytes, not all of it.
+  max_bytes = std::min(max_bytes, kMaxSourceBytes);
+  std::string text;
+  constexpr size_t kPiece = size_t{1} << 16;
+  while (in) {
+    const size_t had = text.size();
+    text.resize(had + kPiece);
+    in.read(text.data() + had, static_cast<std::streamsize>(kPiece));
+    text.resize(had + static_cast<size_t>(in.gcount()));
+    if (text.size() > max_bytes) {
+      error = max_bytes == kMaxSourceBytes ? "file is larger than 4 GiB" : input_too_large(max_bytes, files);
+      return std::nullopt;
+    }
+  }
   if (in.bad()) {
     error = "read error";
-    return std::nullopt;
-  }
-  std::string text = std::move(contents).str();
-  if (text.size() > UINT32_MAX - 1) {
-    error = "file is larger than 4 GiB";
     return std::nullopt;
   }
   return add_buffer(path.string(), std::move(text));

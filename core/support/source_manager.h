@@ -1,6 +1,7 @@
 // Owns the text of every input file and turns byte offsets into line:column on demand.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -26,6 +27,12 @@ struct LineColumn {
   uint32_t column = 0;  // 1-based, in bytes
 };
 
+// Offsets are 32-bit: the most any buffer may hold.
+inline constexpr size_t kMaxSourceBytes = UINT32_MAX - 1;
+
+// "larger than 1 MiB, the limit for policy files": why an input over its limit is refused.
+[[nodiscard]] std::string input_too_large(size_t max_bytes, std::string_view files);
+
 class SourceManager {
  public:
   SourceManager() = default;
@@ -34,8 +41,11 @@ class SourceManager {
 
   // Adds an in-memory buffer; `name` is what diagnostics print for it.
   uint32_t add_buffer(std::string name, std::string contents);
-  // Reads a whole file; on failure returns nullopt and sets `error` to the reason.
-  [[nodiscard]] std::optional<uint32_t> add_file(const std::filesystem::path& path, std::string& error);
+  // Reads a whole file; on failure returns nullopt and sets `error` to the reason. A file larger
+  // than `max_bytes` is refused after reading that much (Note [yaml limits] in yaml.h gives each
+  // kind's; `files` names the kind in the reason).
+  [[nodiscard]] std::optional<uint32_t> add_file(const std::filesystem::path& path, std::string& error,
+                                                 size_t max_bytes = kMaxSourceBytes, std::string_view files = "input files");
 
   [[nodiscard]] std::string_view text(uint32_t file) const;
   [[nodiscard]] const std::string& name(uint32_t file) const;

@@ -80,6 +80,47 @@ bool is_utf8(std::string_view text) {
   return true;
 }
 
+// Note [text for terminals]
+// Names in statistics files, op names and messages in policies reach the terminal in tables and
+// diagnostics. A name holding ESC [31m recolours the screen, ESC ] 0; retitles the window, a
+// U+202E reverses what follows ("Trojan Source"); so every piece of such text is printed through
+// terminal_text, which writes as escapes: C0 controls but tab (\n, \r, else \x1b), DEL (\x7f),
+// C1 controls, which some terminals obey in UTF-8 (\u009b), the bidirectional controls U+202A..U+202E
+// and U+2066..U+2069 and the line and paragraph separators U+2028, U+2029 (\u202e), and bytes that
+// are not UTF-8 (\xff: in a Latin-1 terminal 0x9B is CSI). Backslashes are kept as they are.
+bool is_terminal_control(uint32_t c) {
+  return (c < 0x20 && c != '\t') || (c >= 0x7F && c <= 0x9F) || (c >= 0x202A && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069) || c == 0x2028 || c == 0x2029;
+}
+
+std::string terminal_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t code_point = 0;
+    const size_t length = utf8_sequence(text, i, code_point);
+    if (length == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(text[i]));
+      ++i;
+      continue;
+    }
+    if (!is_terminal_control(code_point)) out.append(text.substr(i, length));
+    else if (code_point == '\n') out += "\\n";
+    else if (code_point == '\r') out += "\\r";
+    else if (code_point < 0x80) out += fmt::format("\\x{:02x}", code_point);
+    else out += fmt::format("\\u{:04x}", code_point);
+    i += length;
+  }
+  return out;
+}
+
+std::string shortened(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a sequence
+  return std::string(text.substr(0, end)) + "...";
+}
+
 std::string yaml_quoted(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {

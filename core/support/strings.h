@@ -23,6 +23,17 @@ namespace autocastgen {
 // Whether `text` is well-formed UTF-8.
 [[nodiscard]] bool is_utf8(std::string_view text);
 
+// `text` as a terminal may show it (Note [text for terminals]): what would move the cursor,
+// recolour, retitle or reorder the output is written as an escape, the rest unchanged.
+[[nodiscard]] std::string terminal_text(std::string_view text);
+
+// Whether the UTF-8 sequence for `code_point` is one terminal_text escapes.
+[[nodiscard]] bool is_terminal_control(uint32_t code_point);
+
+// At most `max_bytes` of `text`, cut before a UTF-8 sequence, then "..." when anything was cut:
+// long user text quoted in a message (a 5000-digit number) stays one short line.
+[[nodiscard]] std::string shortened(std::string_view text, size_t max_bytes = 40);
+
 // A YAML (and JSON-compatible) double-quoted scalar for `text`: escapes quotes, backslashes and
 // control characters.
 [[nodiscard]] std::string yaml_quoted(std::string_view text);

@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
+#include <istream>
+#include <streambuf>
 
 #include <fmt/format.h>
 #include <yaml-cpp/eventhandler.h>
@@ -11,6 +12,7 @@
 #include <yaml-cpp/parser.h>
 
 #include "support/strings.h"
+#include "support/yaml_text.h"
 
 namespace autocastgen {
 
@@ -85,8 +87,9 @@ std::optional<uint32_t> closing_quote(std::string_view buffer, uint32_t open, ui
 // `base_offset` in the buffer (past a byte-order mark).
 class YamlTreeBuilder : public YAML::EventHandler {
  public:
-  YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset)
-      : buffer_(buffer), file_(file), base_offset_(base_offset) {}
+  // `prefix`: bytes yaml-cpp reads before the text (Note [a flow collection at the top]).
+  YamlTreeBuilder(std::string_view buffer, uint32_t file, uint32_t base_offset, int prefix)
+      : buffer_(buffer), file_(file), base_offset_(base_offset), prefix_(prefix) {}
 
   // Whether a scalar starting at `offset` is about to become a key of an implicit (`key: value`)
   // entry of a block mapping.
@@ -127,7 +130,7 @@ class YamlTreeBuilder : public YAML::EventHandler {
   // rest as its value. Such a scalar is the last one; this finds it. (Note [unterminated quotes])
   [[nodiscard]] std::optional<YAML::Mark> unterminated_quote(uint32_t end) const {
     if (!last_scalar_) return std::nullopt;
-    const uint32_t start = skip_properties(buffer_, base_offset_ + static_cast<uint32_t>(std::max(last_scalar_->pos, 0)));
+    const uint32_t start = skip_properties(buffer_, offset_of(*last_scalar_));
     if (start >= end || (buffer_[start] != '"' && buffer_[start] != '\'') || closing_quote(buffer_, start, end))
       return std::nullopt;
     return last_scalar_;
@@ -138,20 +141,24 @@ class YamlTreeBuilder : public YAML::EventHandler {
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    add(YamlNode(YamlNode::Kind::null, implicit_null_location(at(mark))), anchor, 1);
+    count_node(mark);
+    add(YamlNode(YamlNode::Kind::null, implicit_null_location(at(mark))), anchor, mark, {1, kNodeBytes});
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     auto it = anchors_.find(anchor);
     if (it == anchors_.end()) {
-      add(YamlNode(YamlNode::Kind::null, at(mark)), 0, 1);
+      count_node(mark);
+      add(YamlNode(YamlNode::Kind::null, at(mark)), 0, mark, {1, kNodeBytes});
       return;
     }
-    alias_nodes_ += it->second.second;
-    if (alias_nodes_ > kMaxYamlAliasNodes)
-      throw YAML::ParserException(mark, fmt::format("aliases expand to more than {} nodes", kMaxYamlAliasNodes));
-    add(YamlNode(it->second.first), 0, it->second.second);
+    const Size size = it->second.second;
+    count_copy(mark, size);
+    nodes_ += size.nodes;
+    check_nodes(mark);
+    add(YamlNode(it->second.first), 0, mark, size);
   }
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    count_node(mark);
     YamlNode node(YamlNode::Kind::scalar, at(mark));
     node.scalar_ = value;
     last_scalar_ = mark;
@@ -173,29 +180,56 @@ class YamlTreeBuilder : public YAML::EventHandler {
       throw YAML::ParserException(mark, fmt::format("expected ':' after the mapping key '{}{}'", shown.substr(0, 40),
                                                     shown.size() > 40 ? "..." : ""));
     }
-    add(std::move(node), anchor, 1);
+    add(std::move(node), anchor, mark, {1, kNodeBytes + value.size()});
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value style) override {
     check_depth(mark);
-    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
+    count_node(mark);
+    open_.push_back({YamlNode(YamlNode::Kind::sequence, at(mark)), anchor, mark, std::nullopt, {1, kNodeBytes},
+                     style == YAML::EmitterStyle::Flow});
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value style) override {
     check_depth(mark);
-    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, std::nullopt, 1, style == YAML::EmitterStyle::Flow});
+    count_node(mark);
+    open_.push_back({YamlNode(YamlNode::Kind::mapping, at(mark)), anchor, mark, std::nullopt, {1, kNodeBytes},
+                     style == YAML::EmitterStyle::Flow});
   }
   void OnMapEnd() override { close(); }
 
  private:
+  // What a node holds, itself included: what an anchor or an alias of it copies.
+  struct Size {
+    size_t nodes;
+    size_t bytes;  // kNodeBytes a node, plus its scalar's bytes
+  };
+  static constexpr size_t kNodeBytes = sizeof(YamlNode);
+
   struct Open {
     YamlNode node;
     YAML::anchor_t anchor;
+    YAML::Mark mark;
     std::optional<YamlNode> pending_key;
-    size_t nodes;  // this node and everything under it so far
-    bool flow;     // `[...]` or `{...}`
+    Size size;  // this node and everything under it so far
+    bool flow;  // `[...]` or `{...}`
   };
+
+  // Note [yaml limits] in yaml.h: every node, and every byte that anchors and aliases copy.
+  void count_node(const YAML::Mark& mark) {
+    ++nodes_;
+    check_nodes(mark);
+  }
+  void check_nodes(const YAML::Mark& mark) const {
+    if (nodes_ > kMaxYamlNodes)
+      throw YAML::ParserException(mark, fmt::format("more than {} nodes in one document", kMaxYamlNodes));
+  }
+  void count_copy(const YAML::Mark& mark, Size size) {
+    copied_bytes_ += size.bytes;
+    if (copied_bytes_ > kMaxYamlCopiedBytes)
+      throw YAML::ParserException(mark, fmt::format("anchors and aliases copy more than {} MiB", kMaxYamlCopiedBytes >> 20));
+  }
 
   // A collection opening at `mark` one level past kMaxYamlDepth ends the parse there.
   void check_depth(const YAML::Mark& mark) const {
@@ -216,24 +250,33 @@ class YamlTreeBuilder : public YAML::EventHandler {
   }
 
   SourceLocation at(const YAML::Mark& mark) const {
-    return {file_, base_offset_ + static_cast<uint32_t>(std::max(mark.pos, 0))};
+    return {file_, offset_of(mark)};
+  }
+
+  uint32_t offset_of(const YAML::Mark& mark) const {
+    return base_offset_ + static_cast<uint32_t>(std::max(mark.pos - prefix_, 0));
   }
 
   void close() {
     Open done = std::move(open_.back());
     open_.pop_back();
-    add(std::move(done.node), done.anchor, done.nodes);
+    add(std::move(done.node), done.anchor, done.mark, done.size);
   }
 
-  // `nodes`: how many nodes `node` holds, itself included (what an alias of it would copy).
-  void add(YamlNode node, YAML::anchor_t anchor, size_t nodes) {
-    if (anchor != 0) anchors_.insert_or_assign(anchor, std::pair{node, nodes});
+  // `size`: what `node` holds, itself included. An anchor keeps a copy of its node (`mark`: where
+  // the node starts, for the error when that copy is one too many).
+  void add(YamlNode node, YAML::anchor_t anchor, const YAML::Mark& mark, Size size) {
+    if (anchor != 0) {
+      count_copy(mark, size);
+      anchors_.insert_or_assign(anchor, std::pair{node, size});
+    }
     if (open_.empty()) {
       root_ = std::move(node);
       return;
     }
     Open& parent = open_.back();
-    parent.nodes += nodes;
+    parent.size.nodes += size.nodes;
+    parent.size.bytes += size.bytes;
     if (parent.node.kind_ == YamlNode::Kind::sequence) {
       parent.node.items_.push_back(std::move(node));
     } else if (!parent.pending_key) {
@@ -247,9 +290,11 @@ class YamlTreeBuilder : public YAML::EventHandler {
   std::string_view buffer_;
   uint32_t file_;
   uint32_t base_offset_;
+  int prefix_;
   std::vector<Open> open_;
-  std::map<YAML::anchor_t, std::pair<YamlNode, size_t>> anchors_;
-  size_t alias_nodes_ = 0;
+  std::map<YAML::anchor_t, std::pair<YamlNode, Size>> anchors_;
+  size_t nodes_ = 0;
+  size_t copied_bytes_ = 0;
   std::optional<YamlNode> root_;
   std::optional<YAML::Mark> last_scalar_;
 };
@@ -266,11 +311,65 @@ struct ParseResult {
   std::optional<SourceLocation> open_flow;  // with a failure: an unclosed `[` or `{`
 };
 
+// `prefix` then `text` as one stream for yaml-cpp, without a copy of the text.
+class PrefixedStreamBuffer : public std::streambuf {
+ public:
+  PrefixedStreamBuffer(std::string_view prefix, std::string_view text) : text_(text) {
+    if (prefix.empty()) {
+      serve(text_);
+      text_ = {};
+    } else {
+      serve(prefix);
+    }
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (text_.empty()) return traits_type::eof();
+    serve(text_);
+    text_ = {};
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  void serve(std::string_view piece) {
+    char* data = const_cast<char*>(piece.data());  // only read: a get area is non-const by type
+    setg(data, data, data + piece.size());
+  }
+  std::string_view text_;  // still to serve
+};
+
+// Note [a flow collection at the top]
+// A flow collection can be an implicit key (`[a, b]: c`), so yaml-cpp keeps every token of one
+// that opens the document until it knows: a JSON file, one flow collection, is tokenized whole
+// before the first event, ~160 bytes a token (668 MB for a 4 MB array, whatever the node limit).
+// After `---` a key cannot start on the line, so a document whose first token is `[` or `{` is
+// read as `--- ` and the text: yaml-cpp then keeps at most one entry's tokens. Marks count the
+// prefix; the builder and the error location take it off.
+constexpr std::string_view kFlowPrefix = "--- ";
+
+bool starts_with_flow_collection(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '#') {
+      i = text.find('\n', i);
+      if (i == std::string_view::npos) return false;
+    } else if (!is_yaml_space(text[i])) {
+      return text[i] == '[' || text[i] == '{';
+    }
+  }
+  return false;
+}
+
 ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, uint32_t end) {
   ParseResult result;
-  std::istringstream in{std::string(buffer.substr(begin, end - begin))};
-  YamlTreeBuilder builder(buffer, file, begin);
-  YamlTreeBuilder extra(buffer, file, begin);
+  const std::string_view text = buffer.substr(begin, end - begin);
+  const std::string_view prefix = starts_with_flow_collection(text) ? kFlowPrefix : std::string_view();
+  const int shift = static_cast<int>(prefix.size());
+  PrefixedStreamBuffer stream(prefix, text);
+  std::istream in(&stream);
+  YamlTreeBuilder builder(buffer, file, begin, shift);
+  YamlTreeBuilder extra(buffer, file, begin, shift);
   try {
     YAML::Parser parser(in);
     if (parser.HandleNextDocument(builder)) {
@@ -285,7 +384,10 @@ ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
     }
   } catch (const YAML::Exception& e) {
     result.failed = true;
-    result.error_mark = e.mark;
+    YAML::Mark mark = e.mark;
+    if (mark.pos >= 0) mark.pos = std::max(mark.pos - shift, 0);
+    if (mark.line == 0) mark.column = std::max(mark.column - shift, 0);
+    result.error_mark = mark;
     result.error_message = e.msg;
     result.open_flow = extra.innermost_open_flow();
     if (!result.open_flow) result.open_flow = builder.innermost_open_flow();
@@ -293,82 +395,18 @@ ParseResult parse_text(std::string_view buffer, uint32_t file, uint32_t begin, u
   return result;
 }
 
-// Note [bytes YAML cannot hold]
-// yaml-cpp reads UTF-16 and UTF-32 files, NUL and other control bytes without a word and then
-// fails on something else ("expected ':' after the mapping key", "unknown escape character",
-// "bad file" for deep nesting: issue 19). So before parsing: a byte-order mark or the NUL pattern
-// of YAML 1.2 section 5.2 (`00 xx`, `xx 00`, `00 00 00 xx`, `xx 00 00 00` at the start) names the
-// encoding; then every control character YAML forbids (C0 but tab, LF and CR; DEL; C1 but NEL) and
-// every byte that is not UTF-8 is an error at its offset (at most kMaxByteErrors of them, then a
-// count). Nesting is limited while the tree is built (kMaxYamlDepth).
-constexpr size_t kMaxByteErrors = 10;
-
-// "UTF-16LE" and the like when `text` is in a UTF-16 or UTF-32 encoding, else empty.
-std::string_view wide_encoding(std::string_view text) {
-  auto at = [&](size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0x100; };
-  if (at(0) == 0x00 && at(1) == 0x00 && at(2) == 0xFE && at(3) == 0xFF) return "UTF-32BE";
-  if (at(0) == 0xFF && at(1) == 0xFE && at(2) == 0x00 && at(3) == 0x00) return "UTF-32LE";
-  if (at(0) == 0xFE && at(1) == 0xFF) return "UTF-16BE";
-  if (at(0) == 0xFF && at(1) == 0xFE) return "UTF-16LE";
-  if (at(0) == 0x00 && at(1) == 0x00 && at(2) == 0x00 && at(3) != 0x100) return "UTF-32BE";
-  if (at(0) != 0x00 && at(1) == 0x00 && at(2) == 0x00 && at(3) == 0x00) return "UTF-32LE";
-  if (at(0) == 0x00 && at(1) != 0x100) return "UTF-16BE";
-  if (at(0) != 0x00 && at(0) != 0x100 && at(1) == 0x00) return "UTF-16LE";
-  return {};
-}
-
-// Note [bytes YAML cannot hold]. Returns false when it reported anything.
-[[nodiscard]] bool check_bytes(uint32_t file, std::string_view text, DiagnosticEngine& diags, std::string_view language,
-                               std::string_view files) {
-  if (const std::string_view encoding = wide_encoding(text); !encoding.empty()) {
-    diags.error({file, 0}, fmt::format("file is {} ({}-endian); {} must be UTF-8", encoding.substr(0, 6),
-                                       encoding.ends_with("LE") ? "little" : "big", files));
-    return false;
-  }
-  size_t found = 0;
-  for (size_t i = 0; i < text.size();) {
-    uint32_t code_point = 0;
-    const size_t length = utf8_sequence(text, i, code_point);
-    std::string problem;
-    if (length == 0) {
-      problem = fmt::format("byte 0x{:02X} is not UTF-8; {} must be UTF-8", static_cast<unsigned char>(text[i]), files);
-    } else if (code_point == 0) {
-      problem = fmt::format("NUL byte; {} text cannot hold control characters", language);
-    } else if ((code_point < 0x20 && code_point != '\t' && code_point != '\n' && code_point != '\r') ||
-               code_point == 0x7F || (code_point >= 0x80 && code_point <= 0x9F && code_point != 0x85)) {
-      problem = fmt::format("control character U+{:04X}; {} text cannot hold control characters", code_point, language);
-    }
-    if (!problem.empty() && ++found <= kMaxByteErrors) diags.error({file, static_cast<uint32_t>(i)}, problem);
-    i += std::max<size_t>(length, 1);
-  }
-  if (found > kMaxByteErrors)
-    diags.error({file, 0}, fmt::format("{} more bytes that are not UTF-8 text (the first {} are shown)", found - kMaxByteErrors,
-                                       kMaxByteErrors));
-  return found == 0;
-}
-
-void report_tab_indentation(const SourceManager& sources, uint32_t file, std::string_view text, DiagnosticEngine& diags) {
-  size_t line_start = 0;
-  while (line_start < text.size()) {
-    size_t i = line_start;
-    while (i < text.size() && text[i] == ' ') ++i;
-    if (i < text.size() && text[i] == '\t') {
-      diags.error({file, static_cast<uint32_t>(i)}, "tab character in indentation; YAML allows only spaces");
-    }
-    const size_t newline = text.find('\n', line_start);
-    if (newline == std::string_view::npos) break;
-    line_start = newline + 1;
-  }
-}
-
 }  // namespace
 
 std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
-                                   std::string_view language, std::string_view files) {
+                                   std::string_view language, std::string_view files, size_t max_bytes) {
   const std::string_view text = sources.text(file);
+  if (text.size() > max_bytes) {
+    diags.error({file, 0}, "file is " + input_too_large(max_bytes, files));
+    return std::nullopt;
+  }
   const size_t errors_before = diags.error_count();
   if (!check_bytes(file, text, diags, language, files)) return std::nullopt;
-  report_tab_indentation(sources, file, text, diags);
+  report_tab_indentation(file, text, diags);
   if (diags.error_count() != errors_before) return std::nullopt;
   // yaml-cpp drops a byte-order mark without counting it in its marks: parse from past it.
   const uint32_t begin = text.starts_with("\xEF\xBB\xBF") ? 3 : 0;

@@ -55,9 +55,24 @@ class YamlNode {
   std::vector<Pair> pairs_;
 };
 
+// Note [yaml limits]: what one document may cost, whoever wrote it (issue 47; docs/cli.md#limits).
+// yaml-cpp reads about 2 MB/s of small nodes and the tree takes ~120 bytes a node. A file's size,
+// by kind (checked before it is read whole): the shipped policies are under 5 KB and a policy of
+// every aten overload ~150 KB, so 1 MiB of policy ends within ~0.5 s and ~90 MB whatever it holds;
+// native_functions.yaml is 0.6 MB (the large-input test reads 11 MB); a statistics file takes
+// ~550 bytes a row. The node limit bounds the tree of the larger kinds (~2.5 s, ~250 MB at most).
+inline constexpr size_t kMaxPolicyFileBytes = size_t{1} << 20;   // 1 MiB: policy files, policy text, rules
+inline constexpr size_t kMaxSchemaFileBytes = size_t{16} << 20;  // 16 MiB: schema files
+inline constexpr size_t kMaxRecordFileBytes = size_t{32} << 20;  // 32 MiB: statistics files, manifests
+
+// Nodes in one document, aliases' copies included: bounds the tree of any file.
+inline constexpr size_t kMaxYamlNodes = 1'000'000;
+
 // Aliases copy the anchored node; a few bytes of nested aliases could otherwise expand into
-// billions of nodes ("billion laughs"). Past this many copied nodes the file is rejected.
-inline constexpr size_t kMaxYamlAliasNodes = 1'000'000;
+// billions of nodes ("billion laughs"), or a few copies of one long scalar into gigabytes. Past
+// this many bytes copied by anchors and aliases (each node's size in memory plus its scalar's
+// bytes) the file is rejected; the copies' nodes also count towards kMaxYamlNodes.
+inline constexpr size_t kMaxYamlCopiedBytes = size_t{64} << 20;  // 64 MiB
 
 // Sequences and mappings nested deeper than this are an error at the first one past it (yaml-cpp
 // would recurse on, and fail with "bad file"); policy and schema files need a handful of levels.
@@ -65,13 +80,15 @@ inline constexpr size_t kMaxYamlDepth = 64;
 
 // Parses the single YAML document in `file`. Reports syntax errors (and tabs used for
 // indentation) to `diags`. An empty document gives a null node. A leading UTF-8 byte-order mark
-// is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8, control
-// characters and nesting deeper than kMaxYamlDepth are errors (Note [bytes YAML cannot hold]).
-// `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML) and
+// is skipped; locations still count it. A UTF-16 or UTF-32 file, bytes that are not UTF-8 and
+// control characters (Note [bytes YAML cannot hold] in yaml_text.cpp), nesting deeper than
+// kMaxYamlDepth and a document over the limits of Note [yaml limits] are errors; a file over
+// `max_bytes` is not parsed. `language` names the document in syntax errors ("invalid JSON: ..." for JSON read as YAML) and
 // in control-character errors; `files` names what the file is in encoding errors ("statistics
 // files must be UTF-8").
 [[nodiscard]] std::optional<YamlNode> parse_yaml(const SourceManager& sources, uint32_t file, DiagnosticEngine& diags,
                                                  std::string_view language = "YAML",
-                                                 std::string_view files = "policy and schema files");
+                                                 std::string_view files = "policy and schema files",
+                                                 size_t max_bytes = kMaxPolicyFileBytes);
 
 }  // namespace autocastgen

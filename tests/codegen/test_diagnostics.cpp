@@ -81,5 +81,56 @@ TEST(Diagnostics, FormatMatchesWhatWasPrinted) {
   EXPECT_EQ(&diags.sources(), &sm);
 }
 
+// Note [diagnostics are bounded]: the first kMaxShownDiagnostics errors are printed and kept, the
+// rest counted, their notes dropped with them; warnings have their own count.
+TEST(Diagnostics, ErrorsPastTheLimitAreCountedNotShown) {
+  SourceManager sm;
+  const uint32_t f = sm.add_buffer("p.yaml", "x\n");
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  for (size_t i = 0; i < kMaxShownDiagnostics + 5; ++i) {
+    diags.error({f, 0}, "e" + std::to_string(i));
+    diags.note({f, 0}, "n" + std::to_string(i));
+  }
+  diags.warning({f, 0}, "w");
+  EXPECT_EQ(diags.error_count(), kMaxShownDiagnostics + 5);
+  EXPECT_EQ(diags.diagnostics().size(), 2 * kMaxShownDiagnostics + 1);  // the shown errors, their notes, the warning
+  EXPECT_EQ(diags.error_summary(), "25 errors (5 not shown)");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("error: e19\n"), std::string::npos);
+  EXPECT_NE(text.find("note: n19\n"), std::string::npos);
+  EXPECT_EQ(text.find("e20"), std::string::npos);
+  EXPECT_EQ(text.find("n20"), std::string::npos);
+  EXPECT_NE(text.find("autocastgen: note: more than 20 errors; the rest are counted, not shown\n"), std::string::npos);
+  EXPECT_NE(text.find("warning: w\n"), std::string::npos);
+  // Summaries under the limit read as before.
+  DiagnosticEngine few(sm, out);
+  few.error({f, 0}, "one");
+  EXPECT_EQ(few.error_summary(), "1 error");
+}
+
+// A long line (a minified file, a 60,000-space line) is shown around the column.
+TEST(Diagnostics, LongLinesAreShownAroundTheColumn) {
+  SourceManager sm;
+  const std::string line = std::string(1000, ' ') + "bad" + std::string(1000, 'z');
+  const uint32_t f = sm.add_buffer("l.yaml", line + "\n");
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  diags.error({f, 1000}, "here", 3);
+  EXPECT_EQ(out.str(), "l.yaml:1:1001: error: here\n..." + std::string(100, ' ') + "bad" + std::string(97, 'z') +
+                           "...\n" + std::string(103, ' ') + "^~~\n");
+}
+
+// Note [text for terminals]: messages, file names and source lines never carry a control
+// sequence to the terminal.
+TEST(Diagnostics, ControlCharactersArePrintedEscaped) {
+  SourceManager sm;
+  const uint32_t f = sm.add_buffer("a\x1b[2Jb.yaml", "op: \"x\xc2\x9b\x1b[31m\"\n");
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  diags.error({f, 4}, "unknown op 'x\xc2\x9b\x1b[31m'");
+  EXPECT_EQ(out.str(), "a\\x1b[2Jb.yaml:1:5: error: unknown op 'x\\u009b\\x1b[31m'\nop: \"x???[31m\"\n    ^\n");
+}
+
 }  // namespace
 }  // namespace autocastgen

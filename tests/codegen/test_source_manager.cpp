@@ -94,5 +94,19 @@ TEST(SourceManager, AddFileReadsBytesAndReportsFailures) {
   std::filesystem::remove_all(dir);
 }
 
+// A file over its kind's limit is refused without reading past it (Note [yaml limits]).
+TEST(SourceManager, AddFileRefusesAFileOverItsLimit) {
+  SourceManager sm;
+  std::string error;
+  EXPECT_FALSE(sm.add_file("/dev/zero", error, size_t{1} << 20, "policy files").has_value());
+  EXPECT_EQ(error, "larger than 1 MiB, the limit for policy files");
+  const std::filesystem::path path = std::filesystem::path(testing::TempDir()) / "autocastgen_sm_limit.yaml";
+  std::ofstream(path, std::ios::binary) << std::string(1000, 'x');
+  EXPECT_FALSE(sm.add_file(path, error, 999, "tests").has_value());
+  EXPECT_EQ(error, "larger than 999 bytes, the limit for tests");
+  EXPECT_TRUE(sm.add_file(path, error, 1000, "tests").has_value()) << error;
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace autocastgen

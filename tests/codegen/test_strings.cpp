@@ -49,5 +49,23 @@ TEST(ClosestMatch, LimitGrowsWithLengthAndTiesGoToTheAlphabeticallyFirst) {
   EXPECT_EQ(closest_match("cat", {"hat", "cat"}), "cat");     // exact beats earlier near miss
 }
 
+TEST(TerminalText, EscapesWhatATerminalWouldObey) {
+  EXPECT_EQ(terminal_text("layers.0.attn"), "layers.0.attn");
+  EXPECT_EQ(terminal_text("caf\xc3\xa9 \xe4\xb8\xad\ttab"), "caf\xc3\xa9 \xe4\xb8\xad\ttab");  // UTF-8 and tabs kept
+  EXPECT_EQ(terminal_text("a\x1b[31mb\x07\x7f"), "a\\x1b[31mb\\x07\\x7f");
+  EXPECT_EQ(terminal_text("line\nbreak\r"), "line\\nbreak\\r");
+  EXPECT_EQ(terminal_text("c1\xc2\x9b" "2J"), "c1\\u009b2J");                     // CSI as a C1 code point
+  EXPECT_EQ(terminal_text("rtl\xe2\x80\xae" "exe.txt"), "rtl\\u202eexe.txt");    // U+202E
+  EXPECT_EQ(terminal_text("latin1 \x9b \xff"), "latin1 \\x9b \\xff");          // not UTF-8
+  EXPECT_EQ(terminal_text(std::string("nul\0", 4)), "nul\\x00");
+}
+
+TEST(Shortened, CutsLongTextBeforeAUtf8Sequence) {
+  EXPECT_EQ(shortened("short"), "short");
+  EXPECT_EQ(shortened(std::string(5000, '9')), std::string(40, '9') + "...");
+  EXPECT_EQ(shortened(std::string(39, 'a') + "\xc3\xa9z"), std::string(39, 'a') + "...");
+  EXPECT_EQ(shortened(std::string(40, 'a')), std::string(40, 'a'));
+}
+
 }  // namespace
 }  // namespace autocastgen

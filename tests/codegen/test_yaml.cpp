@@ -241,12 +241,49 @@ TEST(Yaml, AliasExpansionIsBounded) {
   }
   const Parsed p = parse(text);
   EXPECT_FALSE(p.root.has_value());
-  EXPECT_NE(p.diagnostics.find("error: invalid YAML: aliases expand to more than 1000000 nodes"), std::string::npos)
+  EXPECT_NE(p.diagnostics.find("t.yaml:6:"), std::string::npos) << p.diagnostics;  // within a5's aliases
+  EXPECT_NE(p.diagnostics.find("error: invalid YAML: anchors and aliases copy more than 64 MiB"), std::string::npos)
       << p.diagnostics;
   // Five levels (10^5 nodes) are fine.
   const Parsed small = parse(text.substr(0, text.find("a5:")));
   ASSERT_TRUE(small.root) << small.diagnostics;
   EXPECT_EQ(small.root->find("a4")->items()[9].items()[9].items()[9].items()[9].items()[9].scalar(), "x");
+}
+
+// Few nodes, long scalars: the bytes copied count, not only the nodes (issue 47: 65 KB asked for
+// ~16 GiB).
+TEST(Yaml, AliasesOfLongScalarsAreBoundedInBytes) {
+  std::string text = "a0: &a0 ['" + std::string(60'000, 'x') + "']\n";
+  for (int i = 1; i < 6; ++i) {
+    text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  ASSERT_LT(text.size(), 70'000u);
+  const Parsed p = parse(text);
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_NE(p.diagnostics.find("t.yaml:4:"), std::string::npos) << p.diagnostics;  // a3: 1000 copies, 60 MB
+  EXPECT_NE(p.diagnostics.find("anchors and aliases copy more than 64 MiB"), std::string::npos) << p.diagnostics;
+}
+
+// Anchors keep a copy of their node: nested anchors would copy a large tree once per level.
+TEST(Yaml, NestedAnchorsCountTheirCopies) {
+  std::string text = "x: ";
+  for (int level = 0; level < 60; ++level) text += "&n" + std::to_string(level) + " [";
+  text += "'" + std::string(2'000'000, 'z') + "'" + std::string(60, ']') + "\n";
+  SourceManager sm;
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  const uint32_t file = sm.add_buffer("t.json", text);
+  EXPECT_FALSE(parse_yaml(sm, file, diags, "JSON", "statistics files", kMaxRecordFileBytes).has_value());
+  EXPECT_NE(out.str().find("anchors and aliases copy more than 64 MiB"), std::string::npos) << out.str();
+}
+
+TEST(Yaml, TextOverTheLimitOfItsKindIsNotParsed) {
+  const Parsed p = parse("lists: [" + std::string(kMaxPolicyFileBytes, ' ') + "]\n");
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+            "t.yaml:1:1: error: file is larger than 1 MiB, the limit for policy and schema files");
 }
 
 }  // namespace

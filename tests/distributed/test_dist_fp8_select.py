@@ -45,6 +45,13 @@ def agree_part(rank: int, world: int, folder: str) -> None:
         _agree_case(rank, world, os.path.join(folder, f"case{int(one_file)}"), one_file)
 
 
+def _fnv1a64(data: bytes) -> str:
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) % (1 << 64)
+    return f"{value:016x}"
+
+
 def _agree_case(rank: int, world: int, folder: str, one_file: bool) -> None:
     import autocastgen
 
@@ -61,8 +68,9 @@ def _agree_case(rank: int, world: int, folder: str, one_file: bool) -> None:
         os.makedirs(cache, exist_ok=True)
         name = os.path.basename(autocastgen.fp8_selection_file("cpu"))
         key = "cpu|tensorwise|BFloat16|M32|K64|N48|backward"
-        with open(os.path.join(cache, name), "w") as f:
-            f.write(f"{key}\t3\t1\n")
+        row = f"{key}\t3\t1\n"
+        with open(os.path.join(cache, name), "w") as f:  # Note [the fp8 decisions file]: rows, then the end line
+            f.write(f"{row}#end rows=1 fnv1a64={_fnv1a64(row.encode())}\n")
     autocastgen.load_policy(POLICY)
     got = _step(layer, x)
     (decision,) = autocastgen.fp8_selections()

@@ -1,20 +1,26 @@
-// The output writer under faults (issue 19, finding 2; Note [output under faults]): an injected
-// ENOSPC, a failing rename, a real file-size limit (SIGXFSZ) and SIGINT/SIGTERM mid-write, each
-// leaving no temporary file and the previous output untouched.
+// The output writer and the atomic-write helper under faults (issues 19 and 47; Note [writes under
+// faults] in support/atomic_file.cpp): an injected ENOSPC, a failing rename, a real file-size limit
+// (SIGXFSZ) and SIGINT/SIGTERM mid-write, each leaving no temporary file and the previous output
+// untouched; a SIGINT handler of the process's own is left alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "emit/output_writer.h"
+#include "support/atomic_file.h"
 
 namespace autocastgen::emit {
 namespace {
@@ -142,6 +148,64 @@ TEST_F(OutputFaults, InterruptRemovesTheTemporaryAndEndsWithTheSignal) {
     EXPECT_EQ(read(dir_ / "out.cpp"), "previous\n");
     EXPECT_EQ(temporaries(dir_), std::vector<std::string>{}) << "signal " << signal;
   }
+}
+
+// A process that handles SIGINT itself (Python: KeyboardInterrupt) keeps its handler: the signal
+// does not end the write, which finishes and replaces the file.
+volatile sig_atomic_t g_handled = 0;
+extern "C" void note_signal(int) { g_handled = 1; }
+ssize_t half_then_sigint_once(int fd, const void* data, size_t size) {
+  if (g_handled) return ::write(fd, data, size);
+  const ssize_t n = ::write(fd, data, size / 2);
+  ::raise(SIGINT);
+  return n;
+}
+
+TEST_F(OutputFaults, AHandlerOfTheProcessIsLeftAlone) {
+  const int status = in_child([&] {
+    struct sigaction own {};
+    own.sa_handler = note_signal;
+    ::sigemptyset(&own.sa_mask);
+    ::sigaction(SIGINT, &own, nullptr);
+    set_write_function_for_testing(half_then_sigint_once);
+    bool changed = false;
+    std::string error;
+    if (!write_if_changed(dir_ / "out.cpp", content_, changed, error)) return 30;
+    struct sigaction now {};
+    ::sigaction(SIGINT, nullptr, &now);
+    return g_handled && changed && now.sa_handler == note_signal ? 0 : 31;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "30: the write failed, 31: the handler was not called or not kept";
+  EXPECT_EQ(read(dir_ / "out.cpp"), content_);
+  EXPECT_EQ(temporaries(dir_), std::vector<std::string>{});
+}
+
+// Threads writing one record at once leave one whole file: one of the contents, nothing mixed.
+TEST_F(OutputFaults, ThreadsWritingOneRecordLeaveOneWholeFile) {
+  std::vector<std::string> contents;
+  for (char c : std::string("abcdefgh")) contents.push_back(std::string(20'000, c) + "\n");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (const std::string& content : contents)
+    threads.emplace_back([&, content] {
+      for (int i = 0; i < 4; ++i) {
+        std::string error;
+        if (!write_file_atomically(dir_ / "stats.json", content, error, {.durable = true})) ++failures;
+      }
+    });
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_NE(std::find(contents.begin(), contents.end(), read(dir_ / "stats.json")), contents.end());
+  EXPECT_EQ(temporaries(dir_), std::vector<std::string>{});
+}
+
+TEST_F(OutputFaults, ReplacingAFileKeepsItsMode) {
+  fs::permissions(dir_ / "out.cpp", fs::perms::owner_read | fs::perms::owner_write);
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(dir_ / "out.cpp", "new\n", error)) << error;
+  EXPECT_EQ(read(dir_ / "out.cpp"), "new\n");
+  EXPECT_EQ(fs::status(dir_ / "out.cpp").permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 Each case gives the verb a previous output to replace, then makes the write fail:
   - a file-size limit (RLIMIT_FSIZE, as `ulimit -f`): SIGXFSZ used to kill the process (exit 153)
     and leave `<file>.tmp<pid>` behind; now exit 1 and "cannot write '<file>': File too large";
+  - a full file system (a 64 KiB tmpfs filled to the last byte, tests/python/full_disk.py; skipped
+    where no tmpfs can be mounted): exit 1 and "cannot write '<file>': No space left on device";
+    and printed output to /dev/full: exit 1 and "cannot write the output: No space left on device";
   - a rename that cannot succeed (a non-empty directory where the output goes);
   - SIGTERM and SIGINT while the temporary exists: it is made a FIFO beforehand (its name is
     `<file>.tmp<pid>`, and `exec` keeps the shell's pid), so the writer blocks in it, with part of
@@ -24,9 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from full_disk import Unavailable, full_file_system  # noqa: E402
+
 PREVIOUS = "previous output\n"
 failures: list[str] = []
 
@@ -60,6 +67,29 @@ def file_size_limit(verb: str, args: list[str], out: Path, name: str, limit: int
     check(f"error: cannot write '{target}': File too large" in r.stderr, f"{verb}, file-size limit: message\n{r.stderr}")
     check(target.read_text() == PREVIOUS, f"{verb}, file-size limit: previous output untouched")
     check(leftovers(out) == [], f"{verb}, file-size limit: no temporary left: {leftovers(out)}")
+
+
+def full_disk(verb: str, args_in: Callable[[Path], list[str]], name: str) -> None:
+    try:
+        with full_file_system({name: PREVIOUS.encode()}) as out:
+            target = out / name
+            r = subprocess.run(args_in(out), capture_output=True, text=True, cwd=ROOT)
+            check(r.returncode == 1, f"{verb}, full disk: exit 1 (got {r.returncode})")
+            check(f"error: cannot write '{target}': No space left on device" in r.stderr, f"{verb}, full disk: message\n{r.stderr}")
+            check(target.read_text() == PREVIOUS, f"{verb}, full disk: previous output untouched")
+            check(leftovers(out) == [], f"{verb}, full disk: no temporary left: {leftovers(out)}")
+    except Unavailable as why:
+        print(f"skip {verb}, full disk: {why}")
+
+
+def stdout_full(cli: str) -> None:
+    """Printed output to a full disk (/dev/full) is an error too, never status 0 over a cut file."""
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([cli, "schema", "--schemas", "tests/data/schemas/mini_native_functions.yaml"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    check(r.returncode == 1, f"schema > /dev/full: exit 1 (got {r.returncode})")
+    check(r.stderr == "autocastgen: error: cannot write the output: No space left on device\n",
+          f"schema > /dev/full: message\n{r.stderr}")
 
 
 def rename_fails(verb: str, args: list[str], out: Path, name: str) -> None:
@@ -123,6 +153,8 @@ def main() -> int:
         out = Path(tmp) / "out"
         generate = [cli, "generate", "--policy", "schemas/policies/cpu.yaml", "--out", str(out)]
         file_size_limit("generate", generate, out, "autocast_cpu.cpp", 50 * 1024)  # the issue's `ulimit -f 50`
+        full_disk("generate", lambda folder: [*generate[:-1], str(folder)], "autocast_cpu.cpp")
+        stdout_full(cli)
         rename_fails("generate", generate, out, "autocast_cpu.cpp")
         for sig in (signal.SIGTERM, signal.SIGINT):
             interrupted("generate", generate, out, "autocast_cpu.cpp", sig, mid_write=True)

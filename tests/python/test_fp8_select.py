@@ -181,7 +181,8 @@ def test_measured_keeps_the_faster_and_its_file(times, chooses_fp8, monkeypatch,
     # are malformed: a measurement would raise).
     path = Path(autocastgen.fp8_selection_file("cpu"))
     assert path.name == f"cpu-torch{torch.__version__.split('+')[0]}.tsv"
-    assert len(path.read_text().splitlines()) == 3
+    lines = path.read_text().splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("#end rows=3 fnv1a64="), lines  # Note [the fp8 decisions file]
     policy = path.parent / "measured.yaml"
     policy.write_text(POLICY.format(select="measured"))
     result = child_process.run_child(BUILD, "", f"""
@@ -193,6 +194,87 @@ def test_measured_keeps_the_faster_and_its_file(times, chooses_fp8, monkeypatch,
         """, env={"AUTOCASTGEN_FP8_SELECT_CACHE": os.environ["AUTOCASTGEN_FP8_SELECT_CACHE"], TIMES: "not numbers"})
     (read,) = child_process.last_json(result)
     assert (read["fp8"], read["source"], read["m"], read["k"], read["n"]) == (chooses_fp8, "file", 32, 64, 48)
+
+
+def fnv1a64(data: bytes) -> str:
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) % (1 << 64)
+    return f"{value:016x}"
+
+
+@pytest.mark.parametrize("damage", ["cut", "edited", "old format"])
+def test_a_damaged_decisions_file_is_measured_again(damage, monkeypatch):
+    """Note [the fp8 decisions file]: a cut row must never be read as a time (the decision would
+    flip); a damaged file reads as empty, with a warning, and is written anew, whole."""
+    monkeypatch.setenv(TIMES, "1,2")
+    load("measured")
+    run()
+    path = Path(autocastgen.fp8_selection_file("cpu"))
+    text = path.read_text()
+    body = text[: text.rindex("#end ")]
+    assert text == body + f"#end rows=3 fnv1a64={fnv1a64(body.encode())}\n"
+    if damage == "cut":  # the last row cut inside its second time: "...\t1\t2" -> "...\t1\t"
+        path.write_text(body[: body.rindex("\t") + 1])
+    elif damage == "edited":  # a time changed, the end line kept
+        path.write_text(body.replace("\t2\n", "\t0.5\n", 1) + text[len(body):])
+    else:  # rows as autocastgen wrote them before the end line
+        path.write_text(body)
+    autocastgen.forget_fp8_selections()  # the process's decisions; the file stays
+    monkeypatch.setenv(TIMES, "2,1")  # measuring now chooses the lower precision
+    with pytest.warns(UserWarning, match="the fp8 selection cache .* is damaged"):
+        run()
+    decisions = autocastgen.fp8_selections()
+    assert [(d["source"], d["fp8"]) for d in decisions] == [("measured", False)] * 3, decisions
+    text = path.read_text()
+    body = text[: text.rindex("#end ")]
+    assert text == body + f"#end rows=3 fnv1a64={fnv1a64(body.encode())}\n" and body.count("\t2\t1\n") == 3, text
+
+
+@pytest.mark.parametrize("fault", ["file-size limit", "full disk"])
+def test_a_failed_write_keeps_the_previous_decisions_file(fault, tmp_path):
+    """The file is written whole or not at all (support/atomic_file.h): under `ulimit -f` the old
+    writer renamed a cut file over the whole one; on a full disk likewise. Now the write warns and
+    the previous file stays, whole; the decision is kept in memory."""
+    import full_disk
+
+    row = "cpu|tensorwise|BFloat16|M64|K64|N64|backward\t3\t1\n"
+    previous = f"{row}#end rows=1 fnv1a64={fnv1a64(row.encode())}\n"
+    name = Path(autocastgen.fp8_selection_file("cpu")).name
+    policy = tmp_path / "measured.yaml"
+    policy.write_text(POLICY.format(select="measured"))
+    body = f"""
+        import json, resource, torch, warnings, autocastgen
+        autocastgen.load_policy({str(policy)!r})
+        with warnings.catch_warnings(record=True) as caught:  # the child's stderr is a file: limited too
+            warnings.simplefilter("always")
+            if {fault == "file-size limit"}:
+                resource.setrlimit(resource.RLIMIT_FSIZE, ({len(previous) + 8}, resource.RLIM_INFINITY))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                torch.nn.functional.linear(torch.randn(32, 64, requires_grad=True), torch.randn(48, 64, requires_grad=True))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(json.dumps([autocastgen.fp8_selections(), [str(w.message) for w in caught]]))
+        """
+
+    def run_in(folder: Path, reason: str) -> None:
+        result = child_process.run_child(BUILD, "", body, env={"AUTOCASTGEN_FP8_SELECT_CACHE": str(folder), TIMES: "2,1"})
+        (decision,), messages = child_process.last_json(result)
+        assert (decision["source"], decision["fp8"]) == ("measured", False), decision
+        wanted = f"cannot write the fp8 selection cache {folder / name}: {reason} (decisions are kept in memory)"
+        assert any(wanted in m for m in messages), messages
+        assert (folder / name).read_text() == previous
+        assert full_disk.temporaries(folder) == []
+
+    if fault == "file-size limit":
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / name).write_text(previous)
+        run_in(tmp_path / "cache", "File too large")
+        return
+    try:
+        with full_disk.full_file_system({name: previous.encode()}) as folder:
+            run_in(folder, "No space left on device")
+    except full_disk.Unavailable as why:
+        pytest.skip(str(why))
 
 
 DELAYED = """\

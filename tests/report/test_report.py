@@ -450,7 +450,11 @@ def test_the_cli_refuses_bad_input_and_writes_nothing(tmp_path):
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"{tmp_path / 'noise.json'}:1:1: error: byte 0x"), result.stderr[:300]
     assert result.stderr.endswith(f"autocastgen: error: cannot read '{tmp_path / 'absent.json'}': No such file or "
-                                  "directory\nautocastgen: 2 errors; no report written\n")
+                                  "directory\nautocastgen: 12 errors; no report written\n"), result.stderr[-300:]
+    # The verb checks its files with the stats verb's reader (codegen/cli/stats_file.cpp): the same errors.
+    stats = subprocess.run([CLI, "stats", str(tmp_path / "noise.json"), str(tmp_path / "absent.json")],
+                           capture_output=True, text=True)
+    assert stats.stderr == result.stderr
     assert out.read_text() == "older"
 
 

@@ -1,18 +1,17 @@
 // The recipe's `select:`: which GEMMs of the fp8 list run in fp8 (docs/fp8.md, "Where fp8 pays").
 #include "autocastgen/fp8/select.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -33,6 +32,7 @@
 #include <torch/library.h>
 
 #include "autocastgen/torch/compat.h"
+#include "fp8/decisions_file.h"
 #include "state/state_internal.h"
 
 namespace autocastgen::fp8 {
@@ -107,7 +107,7 @@ struct Table {
   std::mutex mutex;                                // guards everything below
   std::map<std::string, MeasuredChoice> decided;   // classes this process met (agreed)
   std::vector<std::string> order;                  // decided's keys in the order they were made
-  std::map<std::string, std::map<std::string, std::pair<double, double>>> files;  // file -> key -> times
+  std::map<std::string, DecisionRows> files;       // file -> key -> times
   std::mutex measuring;                            // one measurement at a time (they time the device)
 };
 
@@ -120,46 +120,6 @@ std::filesystem::path cache_folder() {
   if (const char* dir = std::getenv("AUTOCASTGEN_FP8_SELECT_CACHE"); dir != nullptr && *dir != '\0') return dir;
   const char* home = std::getenv("HOME");
   return std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "autocastgen" / "fp8-select";
-}
-
-// The file: one line per class, `key<TAB>fp8_ms<TAB>lower_ms`; lines that do not parse are skipped
-// (a file of another format or cut short loses those classes, which are measured again).
-std::map<std::string, std::pair<double, double>> read_file(const std::string& path) {
-  std::map<std::string, std::pair<double, double>> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto tab1 = line.find('\t');
-    const auto tab2 = tab1 == std::string::npos ? std::string::npos : line.find('\t', tab1 + 1);
-    if (tab2 == std::string::npos) continue;
-    char* end = nullptr;
-    const std::string a = line.substr(tab1 + 1, tab2 - tab1 - 1);
-    const std::string b = line.substr(tab2 + 1);
-    const double fp8_ms = std::strtod(a.c_str(), &end);
-    if (end == a.c_str()) continue;
-    const double lower_ms = std::strtod(b.c_str(), &end);
-    if (end == b.c_str() || !(fp8_ms > 0) || !(lower_ms > 0)) continue;
-    out[line.substr(0, tab1)] = {fp8_ms, lower_ms};
-  }
-  return out;
-}
-
-// Through a temporary file renamed into place: a reader never sees half a file, and ranks writing
-// the same classes at once leave one whole file.
-void write_file(const std::string& path, const std::map<std::string, std::pair<double, double>>& rows) {
-  std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
-  const std::string temporary = path + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    if (!out) {
-      TORCH_WARN_ONCE("autocastgen: cannot write the fp8 selection cache ", path, " (decisions are kept in memory)");
-      return;
-    }
-    for (const auto& [key, times] : rows) out << key << '\t' << times.first << '\t' << times.second << '\n';
-  }
-  std::filesystem::rename(temporary, path, error);
-  if (error) std::filesystem::remove(temporary, error);
 }
 
 // --- Measuring ---------------------------------------------------------------------------------
@@ -305,7 +265,7 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
     if (const auto it = t.decided.find(key); it != t.decided.end())  // another thread measured it meanwhile
       return it->second.fp8 ? chosen() : skipped("measured: the lower precision was faster");
     auto [rows, inserted] = t.files.try_emplace(file);
-    if (inserted) rows->second = read_file(file);
+    if (inserted) rows->second = read_decisions_file(file);
     if (const auto row = rows->second.find(key); row != rows->second.end()) known = row->second;
   }
   const std::pair<double, double> local = known ? *known : measure(recipe, device, lower, shape);
@@ -316,9 +276,9 @@ Support measured(const Recipe& recipe, c10::Device device, c10::ScalarType lower
   t.order.push_back(key);
   if (!known) {
     auto& rows = t.files[file];
-    for (const auto& [k, times] : read_file(file)) rows.try_emplace(k, times);  // another process's new rows
+    for (const auto& [k, times] : read_decisions_file(file)) rows.try_emplace(k, times);  // another process's new rows
     rows[key] = agreed;
-    write_file(file, rows);
+    write_decisions_file(file, rows);
   }
   return choice.fp8 ? chosen() : skipped("measured: the lower precision was faster");
 }

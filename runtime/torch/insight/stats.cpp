@@ -3,15 +3,11 @@
 // and the torch.ops.autocastgen.stats_* ops.
 #include "autocastgen/runtime/stats.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <limits>
 #include <map>
@@ -34,6 +30,8 @@
 #include "autocastgen/torch/policy_call.h"
 #include "rank.h"
 #include "stats_table.h"
+#include "support/atomic_file.h"
+#include "support/strings.h"
 #include "watch_internal.h"
 
 namespace autocastgen::stats {
@@ -264,24 +262,12 @@ std::string snapshot_locked() {
   return to_json(table);
 }
 
-// Writes `text` to `path` through a temporary file renamed into place; the reason on failure.
+// Writes `text` to `path` whole or not at all, synced to disk (a record: support/atomic_file.h; a
+// file-size limit gives "File too large", not death by SIGXFSZ); the reason on failure.
 std::string write_file(const std::string& path_with_fields, const std::string& text) {
   const std::string path = detail::with_rank(path_with_fields);  // Note [rank from the environment] in rank.h
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temporary.c_str(), "w");
-  if (file == nullptr) return std::strerror(errno);
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int write_errno = errno;
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) {
-    std::remove(temporary.c_str());
-    return std::strerror(written ? errno : write_errno);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(temporary.c_str());
-    return std::strerror(rename_errno);
-  }
+  std::string error;
+  if (!write_file_atomically(path, text, error, {.durable = true, .create_folders = false})) return error;
   return {};
 }
 
@@ -298,16 +284,22 @@ std::string& record_path_storage() {
 // At exit (AUTOCASTGEN_STATS, AUTOCASTGEN_RECORD): the exiting thread's table has merged already
 // (thread-local destructors run before exit handlers); other threads still running are not
 // counted. Python's warning machinery may be gone, so a failure is printed to stderr.
+// An exception leaving an exit handler would end the process by std::terminate (SIGABRT): every
+// failure here is a warning.
 void write_at_exit() {
-  merge_thread();
-  const std::string text = snapshot_locked();
-  for (const auto& [path, variable] : {std::pair{&env_path_storage(), "AUTOCASTGEN_STATS"},
-                                       std::pair{&record_path_storage(), "AUTOCASTGEN_RECORD"}}) {
-    if (path->empty()) continue;
-    const std::string error = write_file(*path, text);
-    if (!error.empty())
-      std::fprintf(stderr, "autocastgen: warning: could not write the statistics to '%s' (%s): %s\n", path->c_str(),
-                   variable, error.c_str());
+  try {
+    merge_thread();
+    const std::string text = snapshot_locked();
+    for (const auto& [path, variable] : {std::pair{&env_path_storage(), "AUTOCASTGEN_STATS"},
+                                         std::pair{&record_path_storage(), "AUTOCASTGEN_RECORD"}}) {
+      if (path->empty()) continue;
+      const std::string error = write_file(*path, text);
+      if (!error.empty())
+        std::fprintf(stderr, "autocastgen: warning: could not write the statistics to '%s' (%s): %s\n",
+                     terminal_text(*path).c_str(), variable, error.c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "autocastgen: warning: could not write the statistics at exit: %s\n", e.what());
   }
 }
 

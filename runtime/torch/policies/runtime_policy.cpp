@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <sstream>
 #include <string>
@@ -261,8 +262,6 @@ struct RegisteredSchemas {
 
 RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
   SourceManager sources;
-  std::ostringstream discarded;
-  DiagnosticEngine diags(sources, discarded);
   RegisteredSchemas result;
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (!namespaces.empty() && !namespaces.count(namespace_of(name.name))) continue;
@@ -271,11 +270,13 @@ RegisteredSchemas registered_schemas(const std::set<std::string>& namespaces) {
     std::ostringstream text;
     text << handle->schema();
     const uint32_t file = sources.add_buffer(detail::qualified_name(name), text.str());
-    const size_t errors = diags.diagnostics().size();
+    // An engine per schema: one keeps only its first errors (Note [diagnostics are bounded]).
+    std::ostringstream discarded;
+    DiagnosticEngine diags(sources, discarded);
     if (std::optional<model::FunctionSchema> schema =
             schema::parse_function_schema(sources.text(file), schema::SchemaSource{sources.start_of(file)}, diags))
       (void)result.schemas.add(std::move(*schema));
-    else if (diags.diagnostics().size() > errors)
+    else if (!diags.diagnostics().empty())
       result.unreadable.emplace(detail::qualified_name(name), diags.diagnostics().back().message);
   }
   return result;
@@ -512,12 +513,15 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
   return count;
 }
 
-// `text` with control characters but newline and tab (a NUL would cut the raised message) as \xNN.
+// `text` as terminal_text writes it (a NUL would cut the raised message; Note [text for
+// terminals]), its line breaks kept: the raised message has a line per diagnostic.
 std::string printable(std::string_view text) {
   std::string out;
-  for (const char c : text) {
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) out += c10::str("\\x", "0123456789abcdef"[(c >> 4) & 0xF], "0123456789abcdef"[c & 0xF]);
-    else out.push_back(c);
+  for (size_t start = 0; start <= text.size();) {
+    const size_t newline = std::min(text.find('\n', start), text.size());
+    out += terminal_text(text.substr(start, newline - start));
+    if (newline < text.size()) out.push_back('\n');
+    start = newline + 1;
   }
   return out;
 }
@@ -627,6 +631,11 @@ const bool environment_policy_loaded = [] {
     std::fprintf(stderr, "autocastgen: AUTOCASTGEN_POLICY=%s: %zu runtime policies registered\n", path, count);
   } catch (const c10::Error& error) {
     std::fprintf(stderr, "%s\n", error.what_without_backtrace());
+    std::fflush(stderr);
+    std::_Exit(1);
+  } catch (const std::exception& error) {  // memory running out, say: never std::terminate's SIGABRT
+    std::fprintf(stderr, "autocastgen: error: AUTOCASTGEN_POLICY=%s: %s\n", terminal_text(path).c_str(),
+                 dynamic_cast<const std::bad_alloc*>(&error) != nullptr ? "out of memory" : error.what());
     std::fflush(stderr);
     std::_Exit(1);
   }

@@ -44,6 +44,7 @@
 #include "support/source_manager.h"
 #include "support/strings.h"
 #include "support/yaml.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen {
 namespace {
@@ -640,10 +641,10 @@ const bool environment_policy_loaded = [] {
 // The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("register_runtime_policy(str op, str policy, str device, str message=\"\", str rule=\"\") -> ()",
-        [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
-           const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); });
-  m.def("load_runtime_policy_file(str path, str name=\"\") -> int", [](const std::string& path, const std::string& name) {
+        autocastgen::detail::bookkeeping([](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
+           const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); }));
+  m.def("load_runtime_policy_file(str path, str name=\"\") -> int", autocastgen::detail::bookkeeping([](const std::string& path, const std::string& name) {
     return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
-  });
-  m.def("clear_runtime_policies() -> ()", [] { autocastgen::clear_runtime_policies(); });
+  }));
+  m.def("clear_runtime_policies() -> ()", autocastgen::detail::bookkeeping([] { autocastgen::clear_runtime_policies(); }));
 }

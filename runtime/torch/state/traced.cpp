@@ -23,6 +23,7 @@
 #include "state_internal.h"
 #include "autocastgen/runtime/modules.h"
 #include "insight/watch_internal.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen::detail {
 
@@ -282,7 +283,7 @@ void run_observe_traced(at::TensorList inputs, at::TensorList outputs, int64_t i
 }  // namespace autocastgen::stats::detail
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("autocast_trace_key() -> str", [] { return autocastgen::detail::trace_key(); });
+  m.def("autocast_trace_key() -> str", autocastgen::detail::bookkeeping([] { return autocastgen::detail::trace_key(); }));
   // Note [insight in compiled code]; effectful and given fake kernels by the Python package.
   m.def("stats_traced_call(int id) -> ()");
   m.def("observe_traced(Tensor[] inputs, Tensor[] outputs, int id) -> ()");

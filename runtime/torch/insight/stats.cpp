@@ -645,6 +645,9 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
     autocastgen::stats::merge_thread();
     autocastgen::stats::disable_record_only();
   }));
+  m.def("record_enabled() -> bool", autocastgen::detail::bookkeeping([] {
+          return (autocastgen::stats::detail::active() & autocastgen::stats::detail::kRecordOnly) != 0;
+        }));
   m.def("record_path() -> str", autocastgen::detail::bookkeeping([] { return autocastgen::stats::record_path(); }));
 }
 

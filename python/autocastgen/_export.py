@@ -25,16 +25,18 @@ parameters stored in lower precision. apply_policy refuses a program that has on
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
 
-from . import _export_program, _traced
+from . import _export_ops, _export_program, _traced
 from ._export_places import places_in
 from ._export_program import ExportError
 from ._runtime import load_runtime
+from .places import attach
 from .policy import load_policy
 from .state import autocast as own_autocast
 
@@ -76,13 +78,20 @@ def _policy_for_this_export(policy: str | os.PathLike[str] | None) -> Iterator[N
 
 
 @contextmanager
-def _float32_scope(device: str) -> Iterator[None]:
-    """Every autocast scope the call sits in suspended, and our warning about them quiet
-    (Note [torch.export under our scopes] in _traced.py): the model is exported in float32."""
+def _eager_scope(model: torch.nn.Module, device: str, dtype: torch.dtype) -> Iterator[None]:
+    """Note [exporting as eager runs]: the scope eager runs the model in under the policy, in place
+    of whatever scope the call sits in: ``torch.autocast`` and ``autocastgen.autocast`` with the
+    export's device and dtype, the model attached. torch.export records the ops the model's code
+    calls and none of autocast's casts, but the model's Python sees what eager sees (tensors'
+    dtypes, torch.is_autocast_enabled(), the fp32 sections' input casts), so it takes eager's
+    branches. Our warning about scopes around an export is quiet here (Note [torch.export under
+    our scopes] in _traced.py)."""
     _traced.exporting_quietly.on = True
     try:
-        with torch.autocast(device, enabled=False), own_autocast(device, enabled=False):
-            yield
+        with torch.autocast(device, dtype=dtype), own_autocast(device, dtype=dtype), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="autocastgen.attach: the .* matches no module")
+            with attach(model):
+                yield
     finally:
         _traced.exporting_quietly.on = False
 
@@ -111,10 +120,10 @@ def _bake(program: torch.export.ExportedProgram, device: str, dtype: torch.dtype
     """Note [baking a policy]."""
     _refuse_record_only()
     with ExitStack() as stack:
-        stack.enter_context(places_in(program, device))
+        frames = stack.enter_context(places_in(program, device))
         stack.enter_context(torch.autocast(device, dtype=dtype))
         stack.enter_context(own_autocast(device, dtype=dtype))
-        baked = program.run_decompositions({})
+        baked = program.run_decompositions(_export_ops.decompositions(frames))
     _export_program.drop_insight_ops(baked)
     _export_program.refuse_leftovers(baked)
     baked, stored = _export_program.store_weights_once(baked)
@@ -153,8 +162,9 @@ def export(
         PolicyError: ``policy`` has errors.
     """
     device, dtype = _target(device, dtype)
+    _export_ops.autocast_key(device)
     with _policy_for_this_export(policy):
-        with _float32_scope(device):
+        with _eager_scope(model, device, dtype):
             program = torch.export.export(model, tuple(args), kwargs, **export_kwargs)
         return _bake(program, device, dtype)
 

@@ -47,8 +47,10 @@ class Frames:
         self.device = device
         self.entered: list[tuple[str, int]] = []  # (module call key, depth below its frame)
         self.sections: dict[str, str] = {}  # module call key -> its section while entered
+        self.autocast_on = True  # whether the graph being run runs under autocast (_export_ops.py)
 
     def enter(self, *stack: tuple[str, str]) -> None:
+        self.autocast_on = torch.is_autocast_enabled(self.device)
         common = 0
         while common < min(len(self.entered), len(stack)) and self.entered[common][0] == stack[common][0]:
             common += 1

@@ -4,6 +4,7 @@ weights stored once in the dtype they are cast to, the guard, and the policy's r
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -119,6 +120,13 @@ def guarded(program: torch.export.ExportedProgram, device: str) -> torch.export.
         graph.call_function(torch.amp.autocast_mode._exit_autocast, (enter,))
     module.recompile()
     module, signature = replace_autocast_with_hop_pass(module, program.graph_signature)
+    # The pass builds a new graph, whose placeholders FX names anew (`input` becomes `input_1`: a
+    # builtin's name); the signature names them as the graph does.
+    placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
+    specs = [dataclasses.replace(spec, arg=dataclasses.replace(spec.arg, name=node.name))
+             if getattr(spec.arg, "name", node.name) != node.name else spec
+             for spec, node in zip(signature.input_specs, placeholders, strict=True)]
+    signature = dataclasses.replace(signature, input_specs=specs)
     return program._update(module, signature)
 
 

@@ -40,7 +40,7 @@ from .places import attach
 from .policy import load_policy
 from .state import autocast as own_autocast
 
-__all__ = ["ExportError", "apply_policy", "export"]
+__all__ = ["ExportError", "apply_policy", "export", "precision_map"]
 
 _FORMAT = 1
 
@@ -78,22 +78,29 @@ def _policy_for_this_export(policy: str | os.PathLike[str] | None) -> Iterator[N
 
 
 @contextmanager
+def _quiet() -> Iterator[None]:
+    """Our warning about scopes around torch.export (Note [torch.export under our scopes] in
+    _traced.py) is not for the traces autocastgen.export makes itself."""
+    before = getattr(_traced.exporting_quietly, "on", False)
+    _traced.exporting_quietly.on = True
+    try:
+        yield
+    finally:
+        _traced.exporting_quietly.on = before
+
+
+@contextmanager
 def _eager_scope(model: torch.nn.Module, device: str, dtype: torch.dtype) -> Iterator[None]:
     """Note [exporting as eager runs]: the scope eager runs the model in under the policy, in place
     of whatever scope the call sits in: ``torch.autocast`` and ``autocastgen.autocast`` with the
     export's device and dtype, the model attached. torch.export records the ops the model's code
     calls and none of autocast's casts, but the model's Python sees what eager sees (tensors'
     dtypes, torch.is_autocast_enabled(), the fp32 sections' input casts), so it takes eager's
-    branches. Our warning about scopes around an export is quiet here (Note [torch.export under
-    our scopes] in _traced.py)."""
-    _traced.exporting_quietly.on = True
-    try:
-        with torch.autocast(device, dtype=dtype), own_autocast(device, dtype=dtype), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="autocastgen.attach: the .* matches no module")
-            with attach(model):
-                yield
-    finally:
-        _traced.exporting_quietly.on = False
+    branches."""
+    with torch.autocast(device, dtype=dtype), own_autocast(device, dtype=dtype), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="autocastgen.attach: the .* matches no module")
+        with attach(model):
+            yield
 
 
 def _refuse_record_only() -> None:
@@ -120,6 +127,7 @@ def _bake(program: torch.export.ExportedProgram, device: str, dtype: torch.dtype
     """Note [baking a policy]."""
     _refuse_record_only()
     with ExitStack() as stack:
+        stack.enter_context(_quiet())
         frames = stack.enter_context(places_in(program, device))
         stack.enter_context(torch.autocast(device, dtype=dtype))
         stack.enter_context(own_autocast(device, dtype=dtype))
@@ -164,7 +172,7 @@ def export(
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
     with _policy_for_this_export(policy):
-        with _eager_scope(model, device, dtype):
+        with _quiet(), _eager_scope(model, device, dtype):
             program = torch.export.export(model, tuple(args), kwargs, **export_kwargs)
         return _bake(program, device, dtype)
 
@@ -192,3 +200,14 @@ def apply_policy(
                           f"{entry['device']} {entry['dtype']}); apply a policy to its float32 program instead")
     with _policy_for_this_export(policy):
         return _bake(exported_program, device, dtype)
+
+
+def precision_map(program: torch.export.ExportedProgram | str | os.PathLike[str]) -> dict[str, Any]:
+    """What each op of a program (or of a file torch.export.save wrote) runs in, and the casts into
+    it: ``{"record": the policy's record or None, "rows": [{"module", "op", "calls", "ran_in",
+    "casts_in"}, ...], "casts": N}``, one row per module and op (``autocastgen precision-map``)."""
+    from ._export_map import precision_map as mapped
+
+    if not isinstance(program, torch.export.ExportedProgram):
+        program = torch.export.load(os.fspath(program))
+    return mapped(program)

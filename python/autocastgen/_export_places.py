@@ -14,6 +14,13 @@ through :meth:`Frames.module_input` first, which casts it to float32 when that m
 ``fp32`` (Note [the fp32 section's inputs] in places.py: attach's pre-hook does the same to the
 module's tensor arguments). Those calls are Python functions, not ops: the trace runs them and
 records only what they call on tensors. They are removed when the re-trace ends.
+
+Note [dtype assertions in a re-traced graph]
+torch.export records ``aten._assert_tensor_metadata(x, dtype=...)`` beside a ``.to(...)`` call, with
+the dtype ``x`` had when it was exported. A float32 program (apply_policy's) re-traced under a
+policy gives ``x`` another dtype by design, and the assertion would fail the trace; so while the
+graph is re-traced those nodes assert no dtype (device and layout still), and their values reach
+them as they come, not through module_input.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import torch
 from ._runtime import load_runtime
 
 Stack = tuple[tuple[str, str], ...]  # (module call key, module path), outermost first
+_ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
 
 
 def _ops() -> Any:
@@ -89,6 +97,7 @@ class PlaceNodes:
         self.not_inputs = {*signature.inputs_to_parameters, *signature.inputs_to_buffers,
                            *signature.inputs_to_lifted_tensor_constants}
         self.added: list[tuple[torch.fx.GraphModule, list[torch.fx.Node]]] = []
+        self.loosened: list[tuple[torch.fx.Node, dict[str, Any]]] = []  # Note [dtype assertions in a re-traced graph]
         self.root = program.graph_module
         for module in program.graph_module.modules():
             if isinstance(module, torch.fx.GraphModule):
@@ -110,6 +119,11 @@ class PlaceNodes:
                 stacks[node] = ()
                 continue
             stack = stacks[node] = node_stack(node)
+            if node.target is _ASSERT_METADATA:
+                if node.kwargs.get("dtype") is not None:
+                    self.loosened.append((node, dict(node.kwargs)))
+                    node.kwargs = {**node.kwargs, "dtype": None}
+                continue
             if stack != previous:
                 with graph.inserting_before(node):
                     enter = graph.call_function(self.frames.enter, stack)
@@ -150,6 +164,9 @@ class PlaceNodes:
                 node.replace_input_with(source, value)
 
     def remove(self) -> None:
+        for node, kwargs in self.loosened:
+            node.kwargs = kwargs
+        self.loosened.clear()
         for module, added in self.added:
             graph = module.graph
             for node in reversed(added):

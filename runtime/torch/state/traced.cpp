@@ -53,7 +53,7 @@ template <typename Result>
 std::optional<Result> call_python(const char* name) {
   const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({name, ""});
   if (!op.has_value() || !(op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-                           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)))
+                           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)))
     return std::nullopt;
   return op->typed<Result()>().redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU));
 }

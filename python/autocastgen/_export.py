@@ -90,6 +90,17 @@ def _quiet() -> Iterator[None]:
 
 
 @contextmanager
+def _fp8_as_pytorch_ops() -> Iterator[None]:
+    """Note [fp8 in an exported program] in runtime/torch/fp8/operand.cpp: fp8 GEMMs traced with
+    PyTorch's ops only (aten._scaled_mm, the quantisation as amax, scale and cast)."""
+    before = bool(_ops().fp8_exporting_program(True))
+    try:
+        yield
+    finally:
+        _ops().fp8_exporting_program(before)
+
+
+@contextmanager
 def _eager_scope(model: torch.nn.Module, device: str, dtype: torch.dtype) -> Iterator[None]:
     """Note [exporting as eager runs]: the scope eager runs the model in under the policy, in place
     of whatever scope the call sits in: ``torch.autocast`` and ``autocastgen.autocast`` with the
@@ -128,6 +139,7 @@ def _bake(program: torch.export.ExportedProgram, device: str, dtype: torch.dtype
     _refuse_record_only()
     with ExitStack() as stack:
         stack.enter_context(_quiet())
+        stack.enter_context(_fp8_as_pytorch_ops())
         frames = stack.enter_context(places_in(program, device))
         stack.enter_context(torch.autocast(device, dtype=dtype))
         stack.enter_context(own_autocast(device, dtype=dtype))

@@ -103,6 +103,24 @@ def no_runtime_policies():
     autocastgen.clear_runtime_policies()
 
 
+FP8_POLICY = """\
+autocast:
+  device: cpu
+  lower_precision: [bfloat16]
+  fp8: {scaling: SCALING, granularity: tensorwise, forward: float8_e4m3fn, backward: float8_e5m2}
+lists:
+  fp8: [linear, mm, addmm]
+"""
+
+
+HAS_CPU_SCALED_MM = torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU")
+
+
+def fp8_model_and_input() -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32)), torch.randn(32, 64)
+
+
 CASES = [(model, policy, dtype) for model in ("mlp", "attention") for policy in ("issue", "places") for dtype in DTYPES]
 
 
@@ -119,6 +137,13 @@ def saved(tmp_path_factory: pytest.TempPathFactory):
         name = f"{model_name}-{policy_name}-{str(dtype)[6:]}"
         cases.add(name, program, (x,), {}, expected)
         eager_out[name] = (program, expected)
+    if HAS_CPU_SCALED_MM:
+        model, x = fp8_model_and_input()
+        policy = FP8_POLICY.replace("SCALING", "current")
+        expected = eager(model, x, torch.bfloat16, policy)
+        program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=policy)
+        cases.add("fp8", program, (x,), {}, expected)
+        eager_out["fp8"] = (program, expected)
     return eager_out, cases.check()
 
 
@@ -292,6 +317,18 @@ def test_apply_policy_gives_exports_bits_and_refuses_a_baked_program() -> None:
     assert torch.equal(applied.module()(x), eager(model, x, torch.float16, ISSUE_POLICY))
     with pytest.raises(autocastgen.ExportError, match="already carries a policy"):
         autocastgen.apply_policy(applied, device="cpu", dtype=torch.bfloat16)
+
+
+@pytest.mark.skipif(not HAS_CPU_SCALED_MM, reason="this PyTorch has no CPU _scaled_mm (the fp8 list runs in bfloat16 there)")
+def test_fp8_entries_become_pytorchs_own_ops(saved) -> None:
+    programs, results = saved
+    program, expected = programs["fp8"]
+    assert sum(n.target is torch.ops.aten._scaled_mm.default for n in nodes(program)) == 2
+    assert torch.equal(program.module()(fp8_model_and_input()[1]), expected)
+    assert results["fp8"]["equal"] and all(results["fp8"]["inside_autocast"].values()), results["fp8"]
+    model, x = fp8_model_and_input()
+    with pytest.raises(RuntimeError, match="delayed scaling takes a weight's scale from the amaxes of earlier calls"):
+        autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=FP8_POLICY.replace("SCALING", "delayed"))
 
 
 def test_bad_arguments_are_refused() -> None:

@@ -120,6 +120,10 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
     return std::make_tuple(std::vector<double>(snap->amax_history.begin(), snap->amax_history.end()),
                            static_cast<double>(snap->scale), snap->casts);
   });
+  // Note [fp8 in an exported program]: on while autocastgen.export traces; returns the previous value.
+  m.def("fp8_exporting_program(bool on) -> bool", autocastgen::detail::bookkeeping([](bool on) {
+          return autocastgen::fp8::detail::set_exporting_program(on);
+        }));
   m.def("fp8_reset_delayed_scaling_state() -> ()", autocastgen::detail::bookkeeping([] { reset_delayed_scaling_state(); }));
   m.def("fp8_delayed_scaling_state_size() -> int",
         autocastgen::detail::bookkeeping([] { return static_cast<int64_t>(delayed_scaling_state_size()); }));

@@ -4,15 +4,17 @@
 Note [baking a policy]
 What the policy decides at a call has one home, the runtime's drivers (policy_call.h), which eager
 code reaches through generated wrappers and runtime policies. A program is made with them, not
-with a copy of their rules: the model is exported in float32 (every autocast scope around the
-call suspended), and the exported graph, which holds the ops the model's code called, as eager's
-autocast sees them, is traced again with ``run_decompositions({})`` (the route that keeps those
-ops) inside ``torch.autocast`` and ``autocastgen.autocast`` with the policy in force. Each op
-reaches the autocast kernels exactly as in eager, and the casts they make are recorded as
-``aten._to_copy`` nodes. Precision by place comes from each node's module metadata (Note [places
-in an exported graph] in _export_places.py). The result holds aten ops and explicit casts; then
-weights are stored once in the dtype every use casts them to, the body is put in the guard (Note
-[the guard] in _export_program.py), and the policy's record in the metadata.
+with a copy of their rules. The model is exported as eager runs it (Note [exporting as eager
+runs]): torch.export records the ops the model's code called, which is where eager's autocast
+decides, and no casts. That graph is then traced again with ``run_decompositions`` inside
+``torch.autocast`` and ``autocastgen.autocast`` with the policy in force: each op reaches the
+autocast kernels as in eager, and the casts they make are recorded as ``aten._to_copy`` nodes. The
+ops autocast decides at themselves stay whole, the others are decomposed as eager's dispatcher
+decomposes them (Note [which ops a program keeps] in _export_ops.py); precision by place comes from
+each node's module metadata (Note [places in an exported graph] in _export_places.py). The result
+holds aten ops and explicit casts; then weights are stored once in the dtype every use casts them
+to, the body is put in the guard (Note [the guard] in _export_program.py), and the policy's record
+in the metadata. apply_policy runs the second step on a program someone else exported.
 
 Note [the program's record]
 ``program.graph_module.meta["custom"]["autocastgen"]``, which torch.export.save keeps: the format,
@@ -66,7 +68,7 @@ def _policy_for_this_export(policy: str | os.PathLike[str] | None) -> Iterator[N
     """Note [a policy for one export] in runtime/torch/policies/runtime_policy.cpp: ``policy`` over
     the runtime policies in force while the block runs, then exactly what was there before."""
     if policy is None:
-        yield None
+        yield
         return
     ops = _ops()
     ops.runtime_policies_push()
@@ -136,7 +138,6 @@ def _record_entry(device: str, dtype: torch.dtype, stored: dict[str, str]) -> di
 
 def _bake(program: torch.export.ExportedProgram, device: str, dtype: torch.dtype) -> torch.export.ExportedProgram:
     """Note [baking a policy]."""
-    _refuse_record_only()
     with ExitStack() as stack:
         stack.enter_context(_quiet())
         stack.enter_context(_fp8_as_pytorch_ops())
@@ -183,6 +184,7 @@ def export(
     """
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
+    _refuse_record_only()
     with _policy_for_this_export(policy):
         with _quiet(), _eager_scope(model, device, dtype):
             program = torch.export.export(model, tuple(args), kwargs, **export_kwargs)
@@ -206,6 +208,8 @@ def apply_policy(
         ExportError: the program already carries a policy (a second would cast its casts).
     """
     device, dtype = _target(device, dtype)
+    _export_ops.autocast_key(device)
+    _refuse_record_only()
     entry = _export_program.recorded(exported_program)
     if entry is not None:
         raise ExportError(f"autocastgen.apply_policy: the program already carries a policy ({', '.join(entry['policies'])}, "

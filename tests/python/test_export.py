@@ -222,6 +222,16 @@ def test_the_scope_the_call_sits_in_changes_nothing() -> None:
         assert torch.equal(program.module()(x), plain.module()(x))
 
 
+def test_export_kwargs_reach_torch_export_dynamic_shapes_and_strict() -> None:
+    model, x = model_and_input("mlp")
+    other = torch.randn(7, 16)
+    program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=PLACES_POLICY,
+                                 dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
+    assert torch.equal(program.module()(other), eager(model, other, torch.bfloat16, PLACES_POLICY))
+    strict = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=PLACES_POLICY, strict=True)
+    assert torch.equal(strict.module()(x), eager(model, x, torch.bfloat16, PLACES_POLICY))
+
+
 def test_the_guard_keeps_autocast_from_deciding_again() -> None:
     model, x = model_and_input("mlp")
     program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ISSUE_POLICY)

@@ -8,6 +8,7 @@ ctest sets AUTOCASTGEN_BUILD_DIR; by hand:
 from __future__ import annotations
 
 import math
+import operator
 import os
 import pathlib
 import subprocess
@@ -260,7 +261,7 @@ def test_the_program_holds_aten_ops_and_casts_only_with_statistics_on() -> None:
             continue
         target = node.target
         assert (isinstance(target, torch._ops.OpOverload) and target.namespace == "aten") or target in (
-            torch.ops.higher_order.wrap_with_autocast, __import__("operator").getitem), node.format_node()
+            torch.ops.higher_order.wrap_with_autocast, operator.getitem), node.format_node()
     assert any(n.target is torch.ops.aten._to_copy.default for n in nodes(program))
     with autocastgen.record(), pytest.raises(autocastgen.ExportError, match="record-only mode is on"):
         autocastgen.export(model, (x,), device="cpu", dtype=torch.float16)

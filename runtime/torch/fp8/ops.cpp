@@ -57,6 +57,7 @@ c10::DeviceType device_type(const std::string& device) { return c10::Device(devi
   "str granularity=\"tensorwise\""
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
   using namespace autocastgen::fp8;  // NOLINT
   m.def("fp8_linear(Tensor input, Tensor weight, Tensor? bias, *, ScalarType out_dtype, " AUTOCASTGEN_FP8_RECIPE_ARGS
         ") -> Tensor",
@@ -102,15 +103,15 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   // it for operands that are tensor subclasses.
   m.def("fp8_layout_support(Tensor a, Tensor b, Tensor? add, bool linear, str scaling=\"current\") -> str");
   // [quantizations, hits, entries] of this thread's weight cache.
-  m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", autocastgen::detail::bookkeeping([](const std::string& device) {
+  m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", bookkeeping([](const std::string& device) {
     const CacheStats s = weight_cache_stats(device_type(device));
     return std::vector<int64_t>{static_cast<int64_t>(s.quantizations), static_cast<int64_t>(s.hits),
                                 static_cast<int64_t>(s.entries)};
   }));
   m.def("fp8_clear_weight_cache(str device=\"cpu\") -> ()",
-        autocastgen::detail::bookkeeping([](const std::string& device) { clear_weight_cache(device_type(device)); }));
+        bookkeeping([](const std::string& device) { clear_weight_cache(device_type(device)); }));
   m.def("fp8_reset_weight_cache_stats(str device=\"cpu\") -> ()",
-        autocastgen::detail::bookkeeping([](const std::string& device) { reset_weight_cache_stats(device_type(device)); }));
+        bookkeeping([](const std::string& device) { reset_weight_cache_stats(device_type(device)); }));
   // (amax history most recent first, next scale, casts); an empty history and 0 casts when none.
   m.def("fp8_delayed_scaling_state(Tensor weight) -> (float[], float, int)", [](const at::Tensor& weight) {
     TORCH_CHECK(!autocastgen::fp8::detail::dataless(weight), "fp8_delayed_scaling_state reads a weight's recorded amaxes and cannot run ",
@@ -121,12 +122,12 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
                            static_cast<double>(snap->scale), snap->casts);
   });
   // Note [fp8 in an exported program]: on while autocastgen.export traces; returns the previous value.
-  m.def("fp8_exporting_program(bool on) -> bool", autocastgen::detail::bookkeeping([](bool on) {
+  m.def("fp8_exporting_program(bool on) -> bool", bookkeeping([](bool on) {
           return autocastgen::fp8::detail::set_exporting_program(on);
         }));
-  m.def("fp8_reset_delayed_scaling_state() -> ()", autocastgen::detail::bookkeeping([] { reset_delayed_scaling_state(); }));
+  m.def("fp8_reset_delayed_scaling_state() -> ()", bookkeeping([] { reset_delayed_scaling_state(); }));
   m.def("fp8_delayed_scaling_state_size() -> int",
-        autocastgen::detail::bookkeeping([] { return static_cast<int64_t>(delayed_scaling_state_size()); }));
+        bookkeeping([] { return static_cast<int64_t>(delayed_scaling_state_size()); }));
 }
 
 namespace autocastgen::fp8 {

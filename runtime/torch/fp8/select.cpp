@@ -405,9 +405,10 @@ std::tuple<bool, std::string> auto_decision(c10::Device device, std::string gran
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("fp8_selection_table() -> str", autocastgen::detail::bookkeeping(&selection_table));
-  m.def("fp8_forget_selections(bool file=False) -> ()", autocastgen::detail::bookkeeping(&forget_selections));
-  m.def("fp8_selection_file(Device device) -> str", autocastgen::detail::bookkeeping(&selection_file));
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
+  m.def("fp8_selection_table() -> str", bookkeeping(&selection_table));
+  m.def("fp8_forget_selections(bool file=False) -> ()", bookkeeping(&forget_selections));
+  m.def("fp8_selection_file(Device device) -> str", bookkeeping(&selection_file));
   m.def("fp8_auto_rule(Device device, str granularity, int m, int k, int n, bool backward=True) -> (bool, str)",
-        autocastgen::detail::bookkeeping(&auto_decision));
+        bookkeeping(&auto_decision));
 }

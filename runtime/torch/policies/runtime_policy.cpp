@@ -727,19 +727,23 @@ const bool environment_policy_loaded = [] {
 
 // The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
   m.def("register_runtime_policy(str op, str policy, str device, str message=\"\", str rule=\"\") -> ()",
-        autocastgen::detail::bookkeeping([](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
-           const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); }));
-  m.def("load_runtime_policy_file(str path, str name=\"\") -> int", autocastgen::detail::bookkeeping([](const std::string& path, const std::string& name) {
-    return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
-  }));
-  m.def("clear_runtime_policies() -> ()", autocastgen::detail::bookkeeping([] { autocastgen::clear_runtime_policies(); }));
+        bookkeeping([](const std::string& op, const std::string& policy, const std::string& device,
+                                            const std::string& message, const std::string& rule) {
+          autocastgen::register_runtime_policy(op, policy, device, message, rule);
+        }));
+  m.def("load_runtime_policy_file(str path, str name=\"\") -> int",
+        bookkeeping([](const std::string& path, const std::string& name) {
+          return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
+        }));
+  m.def("clear_runtime_policies() -> ()", bookkeeping([] { autocastgen::clear_runtime_policies(); }));
   // Note [a policy for one export].
-  m.def("runtime_policies_push() -> ()", autocastgen::detail::bookkeeping([] { autocastgen::push_runtime_policies(); }));
-  m.def("runtime_policies_pop() -> ()", autocastgen::detail::bookkeeping([] { autocastgen::pop_runtime_policies(); }));
+  m.def("runtime_policies_push() -> ()", bookkeeping([] { autocastgen::push_runtime_policies(); }));
+  m.def("runtime_policies_pop() -> ()", bookkeeping([] { autocastgen::pop_runtime_policies(); }));
   // What decides autocast's casts now: the trace key's digest of the policies (Note [policies in
   // the trace key]), who loaded the runtime policies, and the generated libraries' identities.
-  m.def("policies_in_force() -> (str, str[], str[])", autocastgen::detail::bookkeeping([] {
+  m.def("policies_in_force() -> (str, str[], str[])", bookkeeping([] {
           return std::make_tuple(autocastgen::detail::policies_digest(), autocastgen::runtime_policy_owners(),
                                  autocastgen::detail::generated_library_identities());
         }));

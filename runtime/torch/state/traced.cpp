@@ -316,7 +316,8 @@ void run_observe_traced(at::TensorList inputs, at::TensorList outputs, int64_t i
 }  // namespace autocastgen::stats::detail
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("autocast_trace_key() -> str", autocastgen::detail::bookkeeping([] { return autocastgen::detail::trace_key(); }));
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
+  m.def("autocast_trace_key() -> str", bookkeeping([] { return autocastgen::detail::trace_key(); }));
   // Note [insight in compiled code]; effectful and given fake kernels by the Python package.
   m.def("stats_traced_call(int id) -> ()");
   m.def("observe_traced(Tensor[] inputs, Tensor[] outputs, int id) -> ()");

@@ -116,7 +116,22 @@ def _eager_scope(model: torch.nn.Module, device: str, dtype: torch.dtype) -> Ite
             yield
 
 
-def _refuse_record_only() -> None:
+def supported() -> str | None:
+    """Why this PyTorch cannot bake a program (None: it can): the guard is PyTorch's
+    wrap_with_autocast and the pass that makes it, the decomposition table the list of its
+    CompositeImplicitAutograd ops."""
+    try:
+        from torch._export.passes.replace_autocast_with_hop_pass import replace_autocast_with_hop_pass  # noqa: F401
+        from torch._export.utils import _collect_all_valid_cia_ops  # noqa: F401
+    except ImportError as error:
+        return f"autocastgen.export needs a PyTorch with torch.export's autocast pass ({error}); this is {torch.__version__}"
+    return None
+
+
+def _refuse_unsupported() -> None:
+    why_not = supported()
+    if why_not is not None:
+        raise ExportError(why_not)
     if bool(_ops().record_enabled()):
         raise ExportError("autocastgen.export: record-only mode is on (autocastgen.record), which leaves every op "
                           "untouched: the program would have no casts. Export outside the record block")
@@ -184,7 +199,7 @@ def export(
     """
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
-    _refuse_record_only()
+    _refuse_unsupported()
     with _policy_for_this_export(policy):
         with _quiet(), _eager_scope(model, device, dtype):
             program = torch.export.export(model, tuple(args), kwargs, **export_kwargs)
@@ -209,7 +224,7 @@ def apply_policy(
     """
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
-    _refuse_record_only()
+    _refuse_unsupported()
     entry = _export_program.recorded(exported_program)
     if entry is not None:
         raise ExportError(f"autocastgen.apply_policy: the program already carries a policy ({', '.join(entry['policies'])}, "

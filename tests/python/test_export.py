@@ -27,8 +27,8 @@ autocastgen = pytest.importorskip("autocastgen")
 
 from export_checks import SavedCases  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not hasattr(torch.ops.higher_order, "wrap_with_autocast"),
-                                reason="this PyTorch has no wrap_with_autocast (the guard of docs/export.md)")
+pytestmark = pytest.mark.skipif(autocastgen._export.supported() is not None,
+                                reason=str(autocastgen._export.supported()))
 
 # The issue's policy: differs from PyTorch's CPU lists (gelu lower, the GEMMs float32).
 ISSUE_POLICY = """\

@@ -30,8 +30,8 @@ from export_checks import SavedCases  # noqa: E402
 from rotation import rotating  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
-    not CPU_LIBRARY.is_file() or not hasattr(torch.ops.higher_order, "wrap_with_autocast"),
-    reason="the build's generated CPU library is missing, or this PyTorch has no wrap_with_autocast")
+    not CPU_LIBRARY.is_file() or autocastgen._export.supported() is not None,
+    reason=f"the build's generated CPU library is missing, or {autocastgen._export.supported()}")
 
 
 class Logits(torch.nn.Module):

@@ -26,6 +26,8 @@ int run(int argc, char** argv) {
   verbs["stats"] = autocastgen::cli::add_stats_verb(app);
   verbs["advise"] = autocastgen::cli::add_advise_verb(app);
   verbs["report"] = autocastgen::cli::add_report_verb(app);
+  verbs["apply"] = autocastgen::cli::add_apply_verb(app);
+  verbs["precision-map"] = autocastgen::cli::add_precision_map_verb(app);
   CLI11_PARSE(app, argc, argv);
   for (const CLI::App* sub : app.get_subcommands()) return verbs.at(sub->get_name())();
   return 2;

@@ -21,7 +21,10 @@ it already) and offers to Python:
   ``autocastgen.record("ranges.json")`` (docs/insight.md);
 * the policy advisor: ``advise(model, inputs, policy=..., dtype=torch.float16)`` returns a policy
   that keeps float32 only where measured ranges or a validation need it (docs/advise.md);
-* the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md).
+* the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md);
+* the policy in a torch.export program: ``export(model, args, device=..., dtype=...)`` and
+  ``apply_policy(program, ...)``: explicit casts, run without autocastgen; ``precision_map``
+  (docs/export.md).
 
 See docs/python.md.
 """
@@ -35,6 +38,7 @@ from .advisor import Advice, AdviseError, advise
 from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
+from ._export import ExportError, apply_policy, export, precision_map
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
@@ -55,6 +59,7 @@ from .state import (
 __all__ = [
     "Advice",
     "AdviseError",
+    "ExportError",
     "Attachment",
     "AutocastState",
     "ModuleScope",
@@ -65,10 +70,12 @@ __all__ = [
     "PolicyError",
     "Stats",
     "advise",
+    "apply_policy",
     "autocast",
     "capture_state",
     "cache_dir",
     "distributed",
+    "export",
     "clear_runtime_policies",
     "compile_policy",
     "forget_fp8_selections",
@@ -82,6 +89,7 @@ __all__ = [
     "load_policy",
     "load_runtime",
     "nesting",
+    "precision_map",
     "record",
     "register_runtime_policy",
     "report",

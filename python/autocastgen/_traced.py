@@ -71,17 +71,24 @@ def _install_guard(expected: str, builder: Any, guard: Any) -> None:
         root.add_lambda_guard(check, parts)  # 2.4 to 2.7
 
 
-def note_read() -> bool:
+def note_read() -> int:
     """Guards the frame being traced on the state at its entry (Note [guards on the own state]).
 
-    Returns whether torch.compile is tracing (the runtime then counts and observes the call through
-    ops in the graph: Note [insight in compiled code] in runtime/torch/state/traced.cpp).
+    Returns 0 when torch.compile is not tracing, 1 when it is (the runtime then counts and observes
+    the call through ops in the graph: Note [insight in compiled code] in
+    runtime/torch/state/traced.cpp), 2 when the call belongs to a backward traced inside the
+    forward's autocast scope, which eager never autocasts (the driver leaves it untouched: Note
+    [the backward a trace puts in the forward's scope] there).
     """
     context = _tracing_context()
     if context is None:
-        return False
+        return 0
+    if torch.compiler.is_exporting():
+        _warn_export_drops_the_scope()
+    if _backward_in_the_forward_scope():
+        return 2
     if context in _guarded:
-        return True
+        return 1
     _guarded.add(context)
     _key_the_compile_caches()
     expected = _entry_keys.get(context)
@@ -92,7 +99,47 @@ def note_read() -> bool:
     context.guards_context.dynamo_guards.add(
         torch._guards.Guard(GlobalStateSource(), functools.partial(_install_guard, expected))
     )
-    return True
+    return 1
+
+
+def _backward_in_the_forward_scope() -> bool:
+    """Whether AOTAutograd is tracing a backward in the forward's autocast state: its backward tag
+    (2.15), or an autograd node running (releases without the tag), with
+    ``backward_pass_autocast`` at its default (a list there asks for autocast in the backward)."""
+    config = getattr(torch._functorch.config, "backward_pass_autocast", "same_as_forward")
+    if config != "same_as_forward":
+        return False
+    meta = getattr(torch.fx.traceback, "current_meta", None) or {}
+    return meta.get("partitioner_tag") == "is_backward" or torch._C._current_autograd_node() is not None
+
+
+# Note [torch.export under our scopes]
+# torch.export.export records no scope around it (the program has no casts), and a scope inside
+# forward becomes PyTorch's wrap_with_autocast, which holds a device and a dtype, no policy: it is
+# decided again by whatever autocast kernels are loaded when the program is decomposed. A driver
+# reached while export traces means one of the two lost a policy of ours, so the first one says so
+# once per process. autocastgen.export's own float32 export runs with ``exporting_quietly`` set.
+_warned_about_export = False
+exporting_quietly = threading.local()
+
+
+def _warn_export_drops_the_scope() -> None:
+    global _warned_about_export
+    if _warned_about_export or getattr(exporting_quietly, "on", False):
+        return
+    _warned_about_export = True
+    import warnings
+
+    warnings.warn(
+        "autocastgen: torch.export.export traced an op that an autocastgen policy decides inside an autocast "
+        "scope, but the program does not carry the policy: a scope around the export call (autocastgen.autocast, "
+        "torch.autocast) is not exported, and one inside forward is exported as torch's wrap_with_autocast, "
+        "decided again by whatever autocast kernels are loaded when it is decomposed. "
+        "autocastgen.export(model, args, device=..., dtype=...) puts the policy's casts into the program "
+        "(docs/export.md)",
+        UserWarning,
+        stacklevel=2,
+    )
 
 
 def forget_compiled_graphs() -> bool:
@@ -243,7 +290,7 @@ read._dynamo_marked_constant = True  # type: ignore[attr-defined]
 def _define_ops() -> torch.library.Library:
     load_runtime()  # the ops below are the runtime's
     library = torch.library.Library("autocastgen", "FRAGMENT")
-    library.define("trace_note_read() -> bool")
+    library.define("trace_note_read() -> int")
     library.impl("trace_note_read", note_read, "CPU")
     library.define("forget_compiled_graphs() -> bool")
     library.impl("forget_compiled_graphs", forget_compiled_graphs, "CPU")

@@ -105,9 +105,10 @@ def _log_message(level: int, message: str) -> None:
 def _define_user_line() -> torch.library.Library:
     library = torch.library.Library("autocastgen", "FRAGMENT")
     library.define("watch_user_line() -> str")
-    library.impl("watch_user_line", _user_line, "CompositeImplicitAutograd")
+    # CompositeExplicitAutograd: ops of no tensor (Note [bookkeeping ops] in runtime/torch/bookkeeping_op.h).
+    library.impl("watch_user_line", _user_line, "CompositeExplicitAutograd")
     library.define("log_message(int level, str message) -> ()")
-    library.impl("log_message", _log_message, "CompositeImplicitAutograd")
+    library.impl("log_message", _log_message, "CompositeExplicitAutograd")
     return library
 
 

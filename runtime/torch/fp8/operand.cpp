@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -95,8 +96,23 @@ Quantized current_op(const at::Tensor& x, c10::ScalarType fp8, std::int64_t marg
   return {std::move(data), std::move(inv)};
 }
 
+// Note [fp8 in an exported program]
+// autocastgen.export traces a program that runs without autocastgen: no op of ours may be in it,
+// and it holds no state from call to call. While it traces (exporting_program()), a weight is
+// quantised as an activation is, current-scaled by PyTorch's ops (the decompose route of Note [fp8
+// traced route], whatever AUTOCASTGEN_FP8_TRACE says): eager's current scaling quantises a weight
+// once per scope from the weight alone, so the bits are eager's. Delayed scaling's scale comes
+// from a history of earlier calls, which a program cannot keep: refused.
+thread_local bool t_exporting = false;
+
 Quantized weight_operand(const at::Tensor& w, const Recipe& recipe, const CallOptions& options) {
-  return traced(w) ? weight_op(w, recipe, options) : quantize_weight(w, recipe, options);
+  if (!traced(w)) return quantize_weight(w, recipe, options);
+  if (!t_exporting) return weight_op(w, recipe, options);
+  TORCH_CHECK(recipe.scaling == Scaling::Current,
+              "autocastgen.export: the fp8 recipe's delayed scaling takes a weight's scale from the amaxes of earlier "
+              "calls, which a program cannot keep; export with `fp8: {scaling: current}`");
+  return quantize_current(primitives_for(w.device().type(), /*fused=*/false), w.detach().contiguous(),
+                          recipe.forward_dtype, static_cast<std::int32_t>(recipe.margin));
 }
 
 Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t margin, const CallOptions& options) {
@@ -104,7 +120,7 @@ Quantized current_operand(const at::Tensor& x, c10::ScalarType fp8, std::int64_t
   if (traced(x)) {
     // A subclass met eagerly quantises through the op, which its rule runs on the local shards;
     // the PyTorch-ops route would mix it with the plain scalars it fills.
-    if (eager_subclass(x) || !decompose_when_traced()) return current_op(x, fp8, margin, options);
+    if (eager_subclass(x) || (!decompose_when_traced() && !t_exporting)) return current_op(x, fp8, margin, options);
     return quantize_current(primitives_for(x.device().type(), /*fused=*/false), x.detach().contiguous(), fp8, margin32);
   }
   const Primitives& p = primitives_for(x.device().type(), options.fused_kernels);
@@ -132,6 +148,10 @@ bool dataless(const at::Tensor& t) {
 }
 
 bool traced(const at::Tensor& t) { return dataless(t) || c10::impl::TorchDispatchModeTLS::stack_len() > 0; }
+
+bool exporting_program() { return t_exporting; }
+
+bool set_exporting_program(bool on) { return std::exchange(t_exporting, on); }
 
 bool eager_subclass(const at::Tensor& t) {
   return t.defined() && t.key_set().has(c10::DispatchKey::Python) && c10::impl::TorchDispatchModeTLS::stack_len() == 0;

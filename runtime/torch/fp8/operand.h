@@ -27,6 +27,12 @@ namespace autocastgen::fp8::detail {
 // W when `t` is W.t() for a 2-D weight W (so that `x @ W.t()` shares W's fp8 copies).
 [[nodiscard]] std::optional<at::Tensor> transposed_weight(const at::Tensor& t);
 
+// Note [fp8 in an exported program] (operand.cpp): whether this thread traces a program for
+// autocastgen.export (weights then quantised by PyTorch's ops, current scaling only); set returns
+// the previous value.
+[[nodiscard]] bool exporting_program();
+bool set_exporting_program(bool on);
+
 // Whether `t` has no data (a meta tensor, or a Python tensor such as FakeTensor).
 [[nodiscard]] bool dataless(const at::Tensor& t);
 // Whether `t` is being traced rather than computed on (Note [fp8 under tracing]).

@@ -10,6 +10,7 @@
 
 #include "autocastgen/fp8/fp8.h"
 #include "operand.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen::fp8 {
 namespace {
@@ -56,6 +57,7 @@ c10::DeviceType device_type(const std::string& device) { return c10::Device(devi
   "str granularity=\"tensorwise\""
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
   using namespace autocastgen::fp8;  // NOLINT
   m.def("fp8_linear(Tensor input, Tensor weight, Tensor? bias, *, ScalarType out_dtype, " AUTOCASTGEN_FP8_RECIPE_ARGS
         ") -> Tensor",
@@ -101,15 +103,15 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   // it for operands that are tensor subclasses.
   m.def("fp8_layout_support(Tensor a, Tensor b, Tensor? add, bool linear, str scaling=\"current\") -> str");
   // [quantizations, hits, entries] of this thread's weight cache.
-  m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", [](const std::string& device) {
+  m.def("fp8_weight_cache_stats(str device=\"cpu\") -> int[]", bookkeeping([](const std::string& device) {
     const CacheStats s = weight_cache_stats(device_type(device));
     return std::vector<int64_t>{static_cast<int64_t>(s.quantizations), static_cast<int64_t>(s.hits),
                                 static_cast<int64_t>(s.entries)};
-  });
+  }));
   m.def("fp8_clear_weight_cache(str device=\"cpu\") -> ()",
-        [](const std::string& device) { clear_weight_cache(device_type(device)); });
+        bookkeeping([](const std::string& device) { clear_weight_cache(device_type(device)); }));
   m.def("fp8_reset_weight_cache_stats(str device=\"cpu\") -> ()",
-        [](const std::string& device) { reset_weight_cache_stats(device_type(device)); });
+        bookkeeping([](const std::string& device) { reset_weight_cache_stats(device_type(device)); }));
   // (amax history most recent first, next scale, casts); an empty history and 0 casts when none.
   m.def("fp8_delayed_scaling_state(Tensor weight) -> (float[], float, int)", [](const at::Tensor& weight) {
     TORCH_CHECK(!autocastgen::fp8::detail::dataless(weight), "fp8_delayed_scaling_state reads a weight's recorded amaxes and cannot run ",
@@ -119,9 +121,13 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
     return std::make_tuple(std::vector<double>(snap->amax_history.begin(), snap->amax_history.end()),
                            static_cast<double>(snap->scale), snap->casts);
   });
-  m.def("fp8_reset_delayed_scaling_state() -> ()", [] { reset_delayed_scaling_state(); });
+  // Note [fp8 in an exported program]: on while autocastgen.export traces; returns the previous value.
+  m.def("fp8_exporting_program(bool on) -> bool", bookkeeping([](bool on) {
+          return autocastgen::fp8::detail::set_exporting_program(on);
+        }));
+  m.def("fp8_reset_delayed_scaling_state() -> ()", bookkeeping([] { reset_delayed_scaling_state(); }));
   m.def("fp8_delayed_scaling_state_size() -> int",
-        [] { return static_cast<int64_t>(delayed_scaling_state_size()); });
+        bookkeeping([] { return static_cast<int64_t>(delayed_scaling_state_size()); }));
 }
 
 namespace autocastgen::fp8 {

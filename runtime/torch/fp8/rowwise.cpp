@@ -397,6 +397,7 @@ Quantized quantize_weight_rows_now(const at::Tensor& w, std::int64_t reduced_dim
 Quantized quantize_weight_rows(const at::Tensor& w, std::int64_t reduced_dim, c10::ScalarType fp8, std::int64_t margin,
                                bool cache, bool fused) {
   if (!traced(w)) return quantize_weight_rows_now(w, reduced_dim, fp8, margin, cache, fused);
+  if (exporting_program()) return quantize_rows_with_ops(w, reduced_dim, fp8, margin);  // Note [fp8 in an exported program]
   // Note [fp8 under tracing]: the trace records the op; its kernel runs the cache in the compiled step.
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("autocastgen::fp8_quantize_weight_rowwise", "")

@@ -34,6 +34,7 @@
 #include "autocastgen/torch/compat.h"
 #include "fp8/decisions_file.h"
 #include "state/state_internal.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen::fp8 {
 
@@ -364,9 +365,10 @@ std::tuple<bool, std::string> auto_decision(c10::Device device, std::string gran
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("fp8_selection_table() -> str", &selection_table);
-  m.def("fp8_forget_selections(bool file=False) -> ()", &forget_selections);
-  m.def("fp8_selection_file(Device device) -> str", &selection_file);
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
+  m.def("fp8_selection_table() -> str", bookkeeping(&selection_table));
+  m.def("fp8_forget_selections(bool file=False) -> ()", bookkeeping(&forget_selections));
+  m.def("fp8_selection_file(Device device) -> str", bookkeeping(&selection_file));
   m.def("fp8_auto_rule(Device device, str granularity, int m, int k, int n, bool backward=True) -> (bool, str)",
-        &auto_decision);
+        bookkeeping(&auto_decision));
 }

@@ -46,7 +46,7 @@ inline void log(Level level, const std::string& message, bool to_python = true) 
   if (!to_python) return;
   try {
     const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({"autocastgen::log_message", ""});
-    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return;
+    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) return;
     op->typed<void(int64_t, const std::string&)>().call(static_cast<int64_t>(level), message);
   } catch (const std::exception&) {
     // A log line is never worth failing the call that made it.

@@ -33,6 +33,7 @@
 #include "support/atomic_file.h"
 #include "support/strings.h"
 #include "watch_internal.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen::stats {
 
@@ -605,38 +606,42 @@ at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::
 namespace {
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("stats_enable() -> ()", [] { autocastgen::stats::enable(); });
-  m.def("stats_disable() -> ()", [] {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
+  m.def("stats_enable() -> ()", bookkeeping([] { autocastgen::stats::enable(); }));
+  m.def("stats_disable() -> ()", bookkeeping([] {
     autocastgen::stats::merge_thread();
     autocastgen::stats::disable();
-  });
-  m.def("stats_enabled() -> bool", [] { return autocastgen::stats::enabled(); });
-  m.def("stats_merge() -> ()", [] { autocastgen::stats::merge_thread(); });
-  m.def("stats_snapshot() -> str", [] { return autocastgen::stats::snapshot_json(); });
-  m.def("stats_reset() -> ()", [] { autocastgen::stats::reset(); });
-  m.def("stats_flush(str path=\"\") -> bool", [](const std::string& path) { return autocastgen::stats::flush(path); });
-  m.def("stats_path() -> str", [] { return autocastgen::stats::env_path(); });
+  }));
+  m.def("stats_enabled() -> bool", bookkeeping([] { return autocastgen::stats::enabled(); }));
+  m.def("stats_merge() -> ()", bookkeeping([] { autocastgen::stats::merge_thread(); }));
+  m.def("stats_snapshot() -> str", bookkeeping([] { return autocastgen::stats::snapshot_json(); }));
+  m.def("stats_reset() -> ()", bookkeeping([] { autocastgen::stats::reset(); }));
+  m.def("stats_flush(str path=\"\") -> bool", bookkeeping([](const std::string& path) { return autocastgen::stats::flush(path); }));
+  m.def("stats_path() -> str", bookkeeping([] { return autocastgen::stats::env_path(); }));
   // Note [a block's table]: stats() and record() blocks.
-  m.def("stats_window_open() -> int", [] { return autocastgen::stats::open_window(); });
+  m.def("stats_window_open() -> int", bookkeeping([] { return autocastgen::stats::open_window(); }));
   m.def("stats_window_close(int id, str path=\"\") -> str",
-        [](int64_t id, const std::string& path) { return autocastgen::stats::close_window(id, path); });
+        bookkeeping([](int64_t id, const std::string& path) { return autocastgen::stats::close_window(id, path); }));
   // The non-finite watch, the range record and record-only mode (watch.h).
-  m.def("finite_set_mode(str mode) -> str", [](const std::string& mode) {
+  m.def("finite_set_mode(str mode) -> str", bookkeeping([](const std::string& mode) {
     const std::optional<autocastgen::stats::FiniteMode> parsed = autocastgen::stats::parse_finite_mode(mode);
     TORCH_CHECK_VALUE(parsed.has_value(), "autocastgen: '", mode,
                       "' is not a mode of the non-finite watch (expected off, record, warn or raise)");
     return std::string(autocastgen::stats::finite_mode_name(autocastgen::stats::set_finite_mode(*parsed)));
-  });
-  m.def("finite_mode() -> str", [] { return std::string(autocastgen::stats::finite_mode_name(autocastgen::stats::finite_mode())); });
-  m.def("finite_first() -> str", [] { return autocastgen::stats::first_nonfinite(); });
-  m.def("ranges_enable() -> ()", [] { autocastgen::stats::enable_ranges(); });
-  m.def("ranges_disable() -> ()", [] { autocastgen::stats::disable_ranges(); });
-  m.def("record_enable() -> ()", [] { autocastgen::stats::enable_record_only(); });
-  m.def("record_disable() -> ()", [] {
+  }));
+  m.def("finite_mode() -> str", bookkeeping([] { return std::string(autocastgen::stats::finite_mode_name(autocastgen::stats::finite_mode())); }));
+  m.def("finite_first() -> str", bookkeeping([] { return autocastgen::stats::first_nonfinite(); }));
+  m.def("ranges_enable() -> ()", bookkeeping([] { autocastgen::stats::enable_ranges(); }));
+  m.def("ranges_disable() -> ()", bookkeeping([] { autocastgen::stats::disable_ranges(); }));
+  m.def("record_enable() -> ()", bookkeeping([] { autocastgen::stats::enable_record_only(); }));
+  m.def("record_disable() -> ()", bookkeeping([] {
     autocastgen::stats::merge_thread();
     autocastgen::stats::disable_record_only();
-  });
-  m.def("record_path() -> str", [] { return autocastgen::stats::record_path(); });
+  }));
+  m.def("record_enabled() -> bool", bookkeeping([] {
+          return (autocastgen::stats::detail::active() & autocastgen::stats::detail::kRecordOnly) != 0;
+        }));
+  m.def("record_path() -> str", bookkeeping([] { return autocastgen::stats::record_path(); }));
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ std::string user_line() {
   if (t_traced_line != nullptr) return *t_traced_line;  // a compiled call: its line when traced
   try {
     const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({"autocastgen::watch_user_line", ""});
-    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) return {};
+    if (!op.has_value() || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) return {};
     return op->typed<std::string()>().call();
   } catch (const std::exception&) {
     return {};  // no line rather than no report

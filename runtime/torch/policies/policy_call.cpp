@@ -21,7 +21,8 @@ namespace autocastgen::torch {
 // its graph read the autocast state (Note [reads while tracing] in traced.cpp).
 WrapperTrace& wrapper_trace() {
   thread_local WrapperTrace trace;
-  ::autocastgen::detail::note_driver_call_if_traced();
+  const bool untouched = ::autocastgen::detail::note_driver_call_if_traced();
+  if (C10_UNLIKELY(untouched != trace.untouched)) trace.untouched = untouched;
   return trace;
 }
 

@@ -45,6 +45,7 @@
 #include "support/source_manager.h"
 #include "support/strings.h"
 #include "support/yaml.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen {
 namespace {
@@ -212,10 +213,9 @@ std::atomic<uint64_t> g_published{0};
 
 class RuntimePolicyKernel final : public c10::OperatorKernel {
  public:
-  explicit RuntimePolicyKernel(KernelSpec spec) : spec_(std::make_shared<const KernelSpec>(std::move(spec))) {}
+  explicit RuntimePolicyKernel(std::shared_ptr<const KernelSpec> spec) : spec_(std::move(spec)) {}
 
-  void replace(KernelSpec spec) {
-    std::shared_ptr<const KernelSpec> next = std::make_shared<const KernelSpec>(std::move(spec));
+  void replace(std::shared_ptr<const KernelSpec> next) {
     const std::lock_guard<std::mutex> lock(spec_mutex_);
     spec_.swap(next);  // the old spec is released after the lock, by the last call holding it
   }
@@ -233,15 +233,15 @@ class RuntimePolicyKernel final : public c10::OperatorKernel {
     if (detail::thread_device_state(spec.device).nesting > 0) run_policy<torch::OwnState>(spec, op, stack);
     else run_policy<torch::TorchState>(spec, op, stack);
   }
-
- private:
-  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's unlocks its load with a relaxed
-  // store, which ThreadSanitizer reports; an uncontended lock costs about the same.
+  // The spec calls start with now (Note [a policy for one export] keeps it to put it back).
   [[nodiscard]] std::shared_ptr<const KernelSpec> current() const {
     const std::lock_guard<std::mutex> lock(spec_mutex_);
     return spec_;
   }
 
+ private:
+  // A mutex, not std::atomic<std::shared_ptr>: libstdc++ 12's unlocks its load with a relaxed
+  // store, which ThreadSanitizer reports; an uncontended lock costs about the same.
   mutable std::mutex spec_mutex_;
   std::shared_ptr<const KernelSpec> spec_;
 };
@@ -424,16 +424,74 @@ class Registry {
     std::lock_guard<std::mutex> lock(mutex_);
     installed_.clear();  // the functors stay alive in kept_
     sections_.clear();
+    owners_.clear();
   }
 
   // A loaded policy's `modules:` section replaces the one an earlier runtime policy gave the device.
-  void install_sections(c10::DeviceType device, std::unique_ptr<modules::Sections> sections) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sections_[device] = std::move(sections);
-  }
-  void drop_sections(c10::DeviceType device) {
+  void install_sections(c10::DeviceType device, const std::string& owner, std::vector<modules::SectionRule> rules) {
     std::lock_guard<std::mutex> lock(mutex_);
     sections_.erase(device);
+    auto table = std::make_unique<modules::Sections>(device, owner, rules, modules::Sections::OnConflict::raise);
+    sections_[device] = InstalledSections{std::move(table), owner, std::move(rules)};
+  }
+
+  void note_owner(const std::string& owner) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    owners_.push_back(owner);
+  }
+  // Who loaded the runtime policies in force, in order (a file's path, load_policy's name=, or
+  // register_runtime_policy).
+  std::vector<std::string> owners() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return owners_;
+  }
+
+  // Note [a policy for one export]
+  // autocastgen.export(..., policy=P) bakes P into a program without leaving it loaded: the
+  // runtime policies in force are pushed, P is loaded over them (as load_policy would, so the
+  // program is what eager gives after load_policy(P)), and popping puts back exactly what was
+  // pushed: each op's spec as it was (an op P added loses its registration, one P replaced gets
+  // its old spec back), the sections, the owners and the trace key's part, whose change drops
+  // compiled graphs as every policy change does. Kernels stay alive as ever (Note [replacing a
+  // runtime policy while it runs]). Pushes nest.
+  void push() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Saved saved;
+    for (const auto& [id, installed] : installed_) saved.specs.emplace(id, SavedSpec{installed.kernel->current(), installed.patterns});
+    for (const auto& [device, installed] : sections_) saved.sections.emplace(device, SavedSections{installed.owner, installed.rules});
+    saved.owners = owners_;
+    saved.digest = detail::runtime_policies_digest();
+    pushed_.push_back(std::move(saved));
+  }
+
+  void pop() {
+    uint64_t digest = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      TORCH_CHECK(!pushed_.empty(), "autocastgen: runtime_policies_pop without a push");
+      Saved saved = std::move(pushed_.back());
+      pushed_.pop_back();
+      for (auto it = installed_.begin(); it != installed_.end();) {
+        if (saved.specs.count(it->first) == 0) it = installed_.erase(it);  // its functor lives on in kept_
+        else ++it;
+      }
+      for (auto& [id, spec] : saved.specs) {
+        if (const auto it = installed_.find(id); it != installed_.end()) {
+          it->second.patterns = std::move(spec.patterns);
+          it->second.kernel->replace(std::move(spec.spec));
+        } else {
+          install_locked(spec.spec, std::move(spec.patterns));
+        }
+      }
+      sections_.clear();
+      for (auto& [device, section] : saved.sections) {
+        auto table = std::make_unique<modules::Sections>(device, section.owner, section.rules, modules::Sections::OnConflict::raise);
+        sections_[device] = InstalledSections{std::move(table), section.owner, std::move(section.rules)};
+      }
+      owners_ = std::move(saved.owners);
+      digest = saved.digest;
+    }
+    detail::restore_runtime_policies_digest(digest);
   }
 
  private:
@@ -444,16 +502,40 @@ class Registry {
     std::vector<std::shared_ptr<const modules::Patterns>> patterns;  // its rules' `modules:`
   };
 
+  struct InstalledSections {
+    std::unique_ptr<modules::Sections> table;
+    std::string owner;
+    std::vector<modules::SectionRule> rules;
+  };
+  struct SavedSpec {
+    std::shared_ptr<const KernelSpec> spec;
+    std::vector<std::shared_ptr<const modules::Patterns>> patterns;
+  };
+  struct SavedSections {
+    std::string owner;
+    std::vector<modules::SectionRule> rules;
+  };
+  struct Saved {
+    std::map<Id, SavedSpec> specs;
+    std::map<c10::DeviceType, SavedSections> sections;
+    std::vector<std::string> owners;
+    uint64_t digest = 0;
+  };
+
   void install_locked(KernelSpec spec) {
-    const Id id{spec.op, spec.key};
+    std::vector<std::shared_ptr<const modules::Patterns>> patterns = std::move(spec.patterns);
+    install_locked(std::make_shared<const KernelSpec>(std::move(spec)), std::move(patterns));
+  }
+
+  void install_locked(std::shared_ptr<const KernelSpec> spec, std::vector<std::shared_ptr<const modules::Patterns>> patterns) {
+    const Id id{spec->op, spec->key};
     if (const auto it = installed_.find(id); it != installed_.end()) {
-      it->second.patterns = std::move(spec.patterns);
+      it->second.patterns = std::move(patterns);
       it->second.kernel->replace(std::move(spec));
       return;
     }
-    std::vector<std::shared_ptr<const modules::Patterns>> patterns = std::move(spec.patterns);
-    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec.ns, spec.key, __FILE__, __LINE__);
-    const std::string unqualified = spec.unqualified;
+    auto library = std::make_unique<::torch::Library>(::torch::Library::IMPL, spec->ns, spec->key, __FILE__, __LINE__);
+    const std::string unqualified = spec->unqualified;
     auto kernel = std::make_unique<RuntimePolicyKernel>(std::move(spec));
     RuntimePolicyKernel* raw = kernel.get();
     g_published.fetch_add(1, std::memory_order_release);
@@ -465,7 +547,9 @@ class Registry {
   std::mutex mutex_;
   std::map<Id, Installed> installed_;
   std::vector<c10::intrusive_ptr<c10::OperatorKernel>> kept_;
-  std::map<c10::DeviceType, std::unique_ptr<modules::Sections>> sections_;
+  std::map<c10::DeviceType, InstalledSections> sections_;
+  std::vector<std::string> owners_;
+  std::vector<Saved> pushed_;
 };
 
 // True while AUTOCASTGEN_POLICY loads, as this library loads: nothing may call into Python then.
@@ -493,12 +577,12 @@ size_t install(const policy::ResolvedPolicy& resolved, const Where& where, const
                                                                       : modules::SectionKind::dtype,
                        section.kind == policy::SectionKind::dtype ? scalar_type_named(section.dtype) : at::ScalarType::Undefined,
                        where(section.location)});
-    Registry::get().drop_sections(device);
-    Registry::get().install_sections(device, std::make_unique<modules::Sections>(device, owner, std::move(rules), modules::Sections::OnConflict::raise));
+    Registry::get().install_sections(device, owner, std::move(rules));
   }
   const size_t count = specs.size();
   const std::string key = specs.empty() ? std::string() : c10::str(specs.front().key);
   const std::vector<std::string> replaced = Registry::get().install(std::move(specs));
+  Registry::get().note_owner(owner);
   detail::note_runtime_policy_installed(resolved.behaviour_str());
   // Note [quiet by default] in insight/log.h: said once per load, the ops on request.
   if (!replaced.empty()) {
@@ -617,6 +701,10 @@ void clear_runtime_policies() {
   detail::note_runtime_policies_cleared();
 }
 
+void push_runtime_policies() { Registry::get().push(); }
+void pop_runtime_policies() { Registry::get().pop(); }
+std::vector<std::string> runtime_policy_owners() { return Registry::get().owners(); }
+
 namespace {
 
 // AUTOCASTGEN_POLICY=<file>: loaded when this library loads. A broken file stops the process with
@@ -648,11 +736,24 @@ const bool environment_policy_loaded = [] {
 
 // The Python face: torch.ops.autocastgen.register_runtime_policy(op, policy, device) and friends.
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
   m.def("register_runtime_policy(str op, str policy, str device, str message=\"\", str rule=\"\") -> ()",
-        [](const std::string& op, const std::string& policy, const std::string& device, const std::string& message,
-           const std::string& rule) { autocastgen::register_runtime_policy(op, policy, device, message, rule); });
-  m.def("load_runtime_policy_file(str path, str name=\"\") -> int", [](const std::string& path, const std::string& name) {
-    return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
-  });
-  m.def("clear_runtime_policies() -> ()", [] { autocastgen::clear_runtime_policies(); });
+        bookkeeping([](const std::string& op, const std::string& policy, const std::string& device,
+                                            const std::string& message, const std::string& rule) {
+          autocastgen::register_runtime_policy(op, policy, device, message, rule);
+        }));
+  m.def("load_runtime_policy_file(str path, str name=\"\") -> int",
+        bookkeeping([](const std::string& path, const std::string& name) {
+          return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
+        }));
+  m.def("clear_runtime_policies() -> ()", bookkeeping([] { autocastgen::clear_runtime_policies(); }));
+  // Note [a policy for one export].
+  m.def("runtime_policies_push() -> ()", bookkeeping([] { autocastgen::push_runtime_policies(); }));
+  m.def("runtime_policies_pop() -> ()", bookkeeping([] { autocastgen::pop_runtime_policies(); }));
+  // What decides autocast's casts now: the trace key's digest of the policies (Note [policies in
+  // the trace key]), who loaded the runtime policies, and the generated libraries' identities.
+  m.def("policies_in_force() -> (str, str[], str[])", bookkeeping([] {
+          return std::make_tuple(autocastgen::detail::policies_digest(), autocastgen::runtime_policy_owners(),
+                                 autocastgen::detail::generated_library_identities());
+        }));
 }

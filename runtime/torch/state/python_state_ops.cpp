@@ -15,6 +15,7 @@
 #include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 #include "../device_types.h"
+#include "../bookkeeping_op.h"
 
 namespace autocastgen {
 namespace {
@@ -124,8 +125,9 @@ std::string section_name(const modules::Section& section) {
 }  // namespace autocastgen
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
   m.def("autocast_enter(str device_type, ScalarType? dtype=None, bool enabled=True, bool cache_enabled=True) -> int",
-        [](const std::string& device, std::optional<c10::ScalarType> dtype, bool enabled, bool cache_enabled) {
+        bookkeeping([](const std::string& device, std::optional<c10::ScalarType> dtype, bool enabled, bool cache_enabled) {
           autocastgen::AutocastScope::Options options;
           options.dtype = dtype;
           options.enabled = enabled;
@@ -133,61 +135,61 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
           // Constructed before the push: a refused scope (bad device or dtype) leaves no frame.
           auto scope = std::make_unique<autocastgen::AutocastScope>(autocastgen::device_type(device), options);
           return autocastgen::push(std::move(scope));
-        });
+        }));
   m.def("autocast_state_capture() -> int[]",
-        [] { return autocastgen::encode(autocastgen::capture_autocast_state()); });
-  m.def("autocast_state_enter(int[] state) -> int", [](c10::ArrayRef<int64_t> encoded) {
+        bookkeeping([] { return autocastgen::encode(autocastgen::capture_autocast_state()); }));
+  m.def("autocast_state_enter(int[] state) -> int", bookkeeping([](c10::ArrayRef<int64_t> encoded) {
     auto guard = std::make_unique<autocastgen::AutocastStateGuard>(autocastgen::decode(encoded));
     return autocastgen::push(std::move(guard));
-  });
-  m.def("autocast_exit(int depth) -> ()", [](int64_t depth) { autocastgen::pop(depth); });
+  }));
+  m.def("autocast_exit(int depth) -> ()", bookkeeping([](int64_t depth) { autocastgen::pop(depth); }));
   m.def("autocast_depth() -> int",
-        [] { return static_cast<int64_t>(autocastgen::frame_stack().frames.size()); });
+        bookkeeping([] { return static_cast<int64_t>(autocastgen::frame_stack().frames.size()); }));
   m.def("autocast_is_enabled(str device_type) -> bool",
-        [](const std::string& device) { return autocastgen::is_autocast_enabled(autocastgen::device_type(device)); });
+        bookkeeping([](const std::string& device) { return autocastgen::is_autocast_enabled(autocastgen::device_type(device)); }));
   // A name ("Half", "BFloat16"), not a ScalarType: PyTorch hands a returned ScalarType to Python as
   // a bare int.
-  m.def("autocast_dtype(str device_type) -> str", [](const std::string& device) {
+  m.def("autocast_dtype(str device_type) -> str", bookkeeping([](const std::string& device) {
     return std::string(c10::toString(autocastgen::autocast_dtype(autocastgen::device_type(device))));
-  });
-  m.def("autocast_is_cache_enabled(str device_type) -> bool", [](const std::string& device) {
+  }));
+  m.def("autocast_is_cache_enabled(str device_type) -> bool", bookkeeping([](const std::string& device) {
     return autocastgen::is_autocast_cache_enabled(autocastgen::device_type(device));
-  });
-  m.def("autocast_nesting(str device_type) -> int", [](const std::string& device) {
+  }));
+  m.def("autocast_nesting(str device_type) -> int", bookkeeping([](const std::string& device) {
     return static_cast<int64_t>(autocastgen::autocast_nesting(autocastgen::device_type(device)));
-  });
+  }));
   // Precision by place (autocastgen/runtime/modules.h): attach()'s forward hooks.
   m.def("module_enter(str path) -> int",
-        [](const std::string& path) { return static_cast<int64_t>(autocastgen::modules::enter(path)); });
-  m.def("module_exit(int depth) -> ()", [](int64_t depth) { autocastgen::modules::exit(static_cast<size_t>(depth)); });
-  m.def("module_leave() -> ()", [] {
+        bookkeeping([](const std::string& path) { return static_cast<int64_t>(autocastgen::modules::enter(path)); }));
+  m.def("module_exit(int depth) -> ()", bookkeeping([](int64_t depth) { autocastgen::modules::exit(static_cast<size_t>(depth)); }));
+  m.def("module_leave() -> ()", bookkeeping([] {
     const size_t depth = autocastgen::modules::depth();
     if (depth > 0) autocastgen::modules::exit(depth - 1);
-  });
-  m.def("module_depth() -> int", [] { return static_cast<int64_t>(autocastgen::modules::depth()); });
-  m.def("module_current() -> str?", []() -> std::optional<std::string> {
+  }));
+  m.def("module_depth() -> int", bookkeeping([] { return static_cast<int64_t>(autocastgen::modules::depth()); }));
+  m.def("module_current() -> str?", bookkeeping([]() -> std::optional<std::string> {
     const std::string* path = autocastgen::modules::current_path();
     return path == nullptr ? std::nullopt : std::optional<std::string>(*path);
-  });
+  }));
   // fp32, off, a dtype's name (Half, BFloat16) or none: the section in force for the device.
-  m.def("module_section(str device_type) -> str", [](const std::string& device) {
+  m.def("module_section(str device_type) -> str", bookkeeping([](const std::string& device) {
     return autocastgen::section_name(autocastgen::modules::current_section(autocastgen::device_type(device)));
-  });
+  }));
   // attach()'s pre-hook in one call: enters the module, then says the section in force for the
   // device of its inputs ("" when it has no tensor input: nothing to cast).
-  m.def("module_enter_section(str path, str device_type) -> str", [](const std::string& path, const std::string& device) {
+  m.def("module_enter_section(str path, str device_type) -> str", bookkeeping([](const std::string& path, const std::string& device) {
     autocastgen::modules::enter(path);
     if (device.empty()) return std::string();
     return autocastgen::section_name(autocastgen::modules::current_section(autocastgen::device_type(device)));
-  });
+  }));
   // Every pattern loaded rules hold, as `pattern<TAB>where<TAB>section|entry`.
-  m.def("module_patterns() -> str[]", [] {
+  m.def("module_patterns() -> str[]", bookkeeping([] {
     std::vector<std::string> out;
     for (const autocastgen::modules::RegisteredPattern& p : autocastgen::modules::registered_patterns())
       out.push_back(p.pattern + "\t" + p.where + "\t" + (p.section ? "section" : "entry"));
     return out;
-  });
-  m.def("module_glob_matches(str pattern, str path) -> bool", [](const std::string& pattern, const std::string& path) {
+  }));
+  m.def("module_glob_matches(str pattern, str path) -> bool", bookkeeping([](const std::string& pattern, const std::string& path) {
     return autocastgen::modules::glob_matches(pattern, path);
-  });
+  }));
 }

@@ -6,8 +6,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/operator_name.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "autocastgen/runtime/state.h"
 
@@ -26,7 +28,9 @@ bool is_traced(const at::Tensor& tensor);
 
 // Called by every driver call (wrapper_trace): while tracing, tells the Python package that the
 // graph being traced depends on the autocast state and on the insight switches (traced.cpp).
-void note_driver_call_if_traced();
+// Returns whether the call must leave its op untouched (Note [the backward a trace puts in the
+// forward's scope]).
+bool note_driver_call_if_traced();
 
 // Note [policies in the trace key] (traced.cpp): what decides the wrappers' casts besides the
 // state. A runtime policy's load or registration folds `description` (its resolved entries,
@@ -36,6 +40,14 @@ void note_driver_call_if_traced();
 void note_runtime_policy_installed(std::string_view description);
 void note_runtime_policies_cleared();
 void note_generated_library(std::string_view identity);
+// The runtime policies' part of the key, to put back what a pushed set of runtime policies had
+// (Note [a policy for one export] in runtime_policy.cpp); setting it drops compiled graphs.
+uint64_t runtime_policies_digest();
+void restore_runtime_policies_digest(uint64_t digest);
+// The policies in force as the trace key names them ("<runtime>:<generated>", hex digests), and
+// the identities of the generated libraries loaded.
+std::string policies_digest();
+std::vector<std::string> generated_library_identities();
 
 // Tells the Python package that what compiled graphs were traced with changed (a policy, or fp8's
 // measured decisions): it drops Dynamo's compiled code. Nothing without the package (traced.cpp).

@@ -23,6 +23,7 @@
 #include "state_internal.h"
 #include "autocastgen/runtime/modules.h"
 #include "insight/watch_internal.h"
+#include "bookkeeping_op.h"
 
 namespace autocastgen::detail {
 
@@ -52,17 +53,30 @@ template <typename Result>
 std::optional<Result> call_python(const char* name) {
   const std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findSchema({name, ""});
   if (!op.has_value() || !(op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-                           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)))
+                           op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)))
     return std::nullopt;
   return op->typed<Result()>().redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU));
 }
 }  // namespace
 
+// Note [the backward a trace puts in the forward's scope]
+// Eager code runs its backward outside the autocast scope (PyTorch's advice; the autograd engine
+// runs it where backward() is called), so a backward op never reaches a driver. AOTAutograd traces
+// a compiled training step's backward inside the forward's autocast state
+// (torch._functorch.config.backward_pass_autocast, "same_as_forward" by default): there the
+// drivers would decide the backward's GEMMs (in fp8, under an fp8 list naming mm) and count them,
+// which eager never does. trace_note_read answers 2 for a call traced in such a backward (Python
+// sees AOTAutograd's backward tag, or an autograd node running, with that option at its default),
+// and the call runs untouched and uncounted, as eager's. An option set to a list of autocast
+// arguments is an explicit wish for autocast in the backward: the drivers act there.
+//
 // No store on the eager path: compiling_call() also asks for an active mode, and every call made
 // under one sets the flag afresh.
-void note_driver_call_if_traced() {
-  if (C10_LIKELY(c10::impl::TorchDispatchModeTLS::stack_len() == 0)) return;
-  t_compiling = call_python<bool>("autocastgen::trace_note_read").value_or(false);
+bool note_driver_call_if_traced() {
+  if (C10_LIKELY(c10::impl::TorchDispatchModeTLS::stack_len() == 0)) return false;
+  const int64_t noted = call_python<int64_t>("autocastgen::trace_note_read").value_or(0);
+  t_compiling = noted != 0;
+  return noted == 2;
 }
 
 // Note [policies in the trace key]
@@ -117,6 +131,26 @@ void note_runtime_policies_cleared() {
     g_runtime_policies = kFnvOffset;
   }
   drop_compiled_graphs();
+}
+
+uint64_t runtime_policies_digest() {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  return g_runtime_policies;
+}
+
+void restore_runtime_policies_digest(uint64_t digest) {
+  {
+    const std::lock_guard<std::mutex> lock(g_policies_mutex);
+    g_runtime_policies = digest;
+  }
+  drop_compiled_graphs();
+}
+
+std::string policies_digest() { return policies_key(); }
+
+std::vector<std::string> generated_library_identities() {
+  const std::lock_guard<std::mutex> lock(g_policies_mutex);
+  return {g_generated_libraries.begin(), g_generated_libraries.end()};
 }
 
 void note_generated_library(std::string_view identity) {
@@ -282,7 +316,8 @@ void run_observe_traced(at::TensorList inputs, at::TensorList outputs, int64_t i
 }  // namespace autocastgen::stats::detail
 
 TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
-  m.def("autocast_trace_key() -> str", [] { return autocastgen::detail::trace_key(); });
+  using autocastgen::detail::bookkeeping;  // Note [bookkeeping ops]
+  m.def("autocast_trace_key() -> str", bookkeeping([] { return autocastgen::detail::trace_key(); }));
   // Note [insight in compiled code]; effectful and given fake kernels by the Python package.
   m.def("stats_traced_call(int id) -> ()");
   m.def("observe_traced(Tensor[] inputs, Tensor[] outputs, int id) -> ()");

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <c10/macros/Export.h>
 
@@ -33,5 +34,15 @@ TORCH_API size_t load_runtime_policy_file(const std::string& path, const std::st
 
 // Drops every runtime policy this process registered (the kernels they replaced come back).
 TORCH_API void clear_runtime_policies();
+
+// Saves the runtime policies in force (each op's policy, the `modules:` sections, who loaded
+// them); pop puts back the last saved set exactly, dropping what was registered since. Pushes
+// nest. autocastgen.export(..., policy=P) loads P between the two (Note [a policy for one export]).
+TORCH_API void push_runtime_policies();
+TORCH_API void pop_runtime_policies();
+
+// Who registered the runtime policies in force, in order: a file's path (or load_policy's name),
+// or "register_runtime_policy".
+TORCH_API std::vector<std::string> runtime_policy_owners();
 
 }  // namespace autocastgen

@@ -111,6 +111,10 @@ struct OwnState {
 struct WrapperTrace {
   const char* last_op = nullptr;
   uint64_t calls = 0;
+  // The current call is part of a backward that torch.compile traces inside the forward's autocast
+  // scope, which eager's backward never enters: it runs untouched (Note [the backward a trace puts
+  // in the forward's scope] in runtime/torch/state/traced.cpp).
+  bool untouched = false;
 };
 TORCH_API WrapperTrace& wrapper_trace();
 
@@ -172,6 +176,7 @@ class Call {
     WrapperTrace& trace = wrapper_trace();
     trace.last_op = site.op;
     ++trace.calls;
+    untouched_ = trace.untouched;
   }
   ~Call() {
     if (C10_UNLIKELY(counters_ != nullptr)) finish_counting();
@@ -184,7 +189,7 @@ class Call {
   // watch or the range record are, the call is counted (and observed). False in record-only mode
   // and inside a module whose `modules:` section is fp32 or off (Note [sections in the drivers]).
   [[nodiscard]] bool on() const {
-    if (!State::on(site_.device)) return false;
+    if (C10_UNLIKELY(untouched_) || !State::on(site_.device)) return false;
     if (const uint32_t active = stats::detail::active(); C10_UNLIKELY(active != 0)) return on_switched(active);
     return true;
   }
@@ -318,6 +323,7 @@ class Call {
   mutable bool ran_nowhere_ = false;
   mutable bool observe_ = false;
   mutable uint32_t active_ = 0;
+  bool untouched_ = false;
 };
 
 // fp32_set_opt_dtype's `ScalarType? dtype` argument, marked in the wrapper's call so the driver

@@ -1,0 +1,72 @@
+"""Saved programs run in a process that cannot import autocastgen: the check of docs/export.md's
+"bit for bit after save and load" (test_export.py, test_export_models.py).
+
+A case is a program saved with torch.export.save and the inputs and eager output it must give; the
+child loads each, runs it plain and inside torch.autocast (float16 and bfloat16), and compares with
+torch.equal. It runs with `python -I` (no PYTHONPATH, no user site) in an environment without
+AUTOCASTGEN_*, asserts that `import autocastgen` fails, and reports whether any library of
+autocastgen was mapped into it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CHILD = r"""
+import json, sys
+try:
+    import autocastgen  # noqa: F401
+except ModuleNotFoundError:
+    pass
+else:
+    raise SystemExit("autocastgen is importable in the child")
+import torch
+folder = sys.argv[1]
+results = {}
+for name in json.load(open(f"{folder}/cases.json")):
+    program = torch.export.load(f"{folder}/{name}.pt2")
+    case = torch.load(f"{folder}/{name}.case.pt")
+    module = program.module()
+    out = module(*case["args"], **case["kwargs"])
+    inside = {}
+    for dtype in (torch.float16, torch.bfloat16):
+        with torch.autocast(case["device"], dtype=dtype):
+            inside[str(dtype)] = torch.equal(module(*case["args"], **case["kwargs"]), case["expected"])
+    custom = program.graph_module.meta.get("custom") or {}
+    results[name] = {"equal": torch.equal(out, case["expected"]), "dtype": str(out.dtype),
+                     "inside_autocast": inside, "record": custom.get("autocastgen")}
+results["_autocastgen_mapped"] = "autocastgen" in open("/proc/self/maps").read()
+print(json.dumps(results))
+"""
+
+
+class SavedCases:
+    """Programs saved into one folder, checked by one child process."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names: list[str] = []
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def add(self, name: str, program: torch.export.ExportedProgram, args: tuple, kwargs: dict,
+            expected: torch.Tensor, device: str = "cpu") -> None:
+        torch.export.save(program, self.folder / f"{name}.pt2")
+        torch.save({"args": args, "kwargs": kwargs, "expected": expected, "device": device},
+                   self.folder / f"{name}.case.pt")
+        self.names.append(name)
+
+    def check(self) -> dict[str, Any]:
+        (self.folder / "cases.json").write_text(json.dumps(self.names))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOCASTGEN_", "PYTHON", "LD_PRELOAD"))}
+        result = subprocess.run([sys.executable, "-I", "-c", CHILD, str(self.folder)], env=env,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr[-4000:]
+        results = json.loads(result.stdout.strip().splitlines()[-1])
+        assert results.pop("_autocastgen_mapped") is False
+        return results

@@ -21,7 +21,10 @@ it already) and offers to Python:
   ``autocastgen.record("ranges.json")`` (docs/insight.md);
 * the policy advisor: ``advise(model, inputs, policy=..., dtype=torch.float16)`` returns a policy
   that keeps float32 only where measured ranges or a validation need it (docs/advise.md);
-* the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md).
+* the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md);
+* deployment of a baked program: ``export_onnx(program)`` (ONNX that runs in ONNX Runtime with the
+  policy's precision), ``export_aoti(program, package_path=...)`` (an AOTInductor package that
+  rounds as eager does) (docs/deploy.md).
 
 See docs/python.md.
 """
@@ -30,11 +33,12 @@ from __future__ import annotations
 
 import sys
 
-from . import distributed, insight
+from . import deploy, distributed, insight
 from .advisor import Advice, AdviseError, advise
 from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
+from .deploy import DeployError, OnnxExport, export_aoti, export_onnx
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
@@ -61,14 +65,19 @@ __all__ = [
     "attach",
     "CompileError",
     "CompiledPolicy",
+    "DeployError",
     "GradScaler",
+    "OnnxExport",
     "PolicyError",
     "Stats",
     "advise",
     "autocast",
     "capture_state",
     "cache_dir",
+    "deploy",
     "distributed",
+    "export_aoti",
+    "export_onnx",
     "clear_runtime_policies",
     "compile_policy",
     "forget_fp8_selections",

@@ -48,8 +48,11 @@ def _ops() -> Any:
 
 
 def trace_key() -> str:
-    """What a traced graph may depend on (Note [trace key] in runtime/torch/state/traced.cpp)."""
-    with _disable_current_modes():
+    """What a traced graph may depend on (Note [trace key] in runtime/torch/state/traced.cpp).
+
+    Past the Python dispatcher too: torch.export's decompositions (run_decompositions) enable it, and
+    under it this op of no tensor arguments would reach a Python kernel that returns NotImplemented."""
+    with _disable_current_modes(), torch._C._DisablePythonDispatcher():
         return str(_ops().autocast_trace_key())
 
 

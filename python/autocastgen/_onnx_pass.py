@@ -1,0 +1,326 @@
+"""The ONNX graph pass of autocastgen.export_onnx: mixed-dtype operands made valid, ops the target
+runtime has no kernel for run in float32 with the dtype's rounding, module paths in node metadata.
+
+Note [the ONNX pass]
+A baked program holds the policy as explicit casts; torch.onnx turns them into Cast nodes and every
+op into ONNX ops of the dtype the policy gave it. Two things then keep the graph from running as
+eager ran it:
+
+- Mixed operands. PyTorch's CPU norms take a bfloat16 or float16 input with float32 weight and
+  bias, compute in float32 and return the input's dtype; ONNX's LayerNormalization and
+  GroupNormalization bind input, scale and bias to one type, so the graph is invalid. The pass
+  computes such a node in the widest of its operands' types (its inputs cast up, exactly) and casts
+  the outputs bound to that type back to the first input's type: eager's arithmetic, one rounding.
+  Only normalisation ops are rewritten so; another op with operands of two types is refused, since
+  what eager did there is not known.
+- Missing kernels. ONNX Runtime's CPU provider has no bfloat16 MatMul, Add, Gelu, Softmax... and no
+  float16 ones for many ops. Where a float16 kernel is missing ORT itself runs the op in float32 and
+  drops the casts between such ops (its InsertCastTransformer), so chains of them never round:
+  closer to float32 than to eager. The pass asks the runtime's kernel registry (`KernelTable`) which
+  nodes lack a kernel for their types and, by option, runs each in float32 with casts around it:
+  inputs up (exact), the output down to its dtype (the rounding eager does after each op). A
+  Cast(float->low)->Cast(low->float) pair between two such nodes is that rounding, and ORT keeps it
+  at every optimisation level (tested).
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+from onnx import TensorProto, helper
+
+MODULE_KEY = "pkg.autocastgen.module"
+REWRITE_KEY = "pkg.autocastgen.rewrite"
+LOW_PRECISION = {TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2,
+                 TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2FNUZ}
+FP8 = LOW_PRECISION - {TensorProto.BFLOAT16, TensorProto.FLOAT16}
+WIDTH = {TensorProto.FLOAT8E4M3FN: 1, TensorProto.FLOAT8E5M2: 1, TensorProto.FLOAT8E4M3FNUZ: 1,
+         TensorProto.FLOAT8E5M2FNUZ: 1, TensorProto.BFLOAT16: 2, TensorProto.FLOAT16: 2, TensorProto.FLOAT: 4,
+         TensorProto.DOUBLE: 8}
+NORMS = {"LayerNormalization", "GroupNormalization", "InstanceNormalization", "BatchNormalization",
+         "RMSNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization"}
+
+
+class OnnxPassError(ValueError):
+    """A graph the pass cannot make valid without guessing what eager computed."""
+
+
+def type_name(elem_type: int) -> str:
+    return TensorProto.DataType.Name(elem_type).lower()
+
+
+@dataclass(frozen=True)
+class NodeNote:
+    """One node the pass reports: its name, op, the types that made it a case, its module path."""
+
+    node: str
+    op: str
+    dtypes: tuple[str, ...]
+    module: str | None
+
+    def __str__(self) -> str:
+        where = f" in {self.module!r}" if self.module is not None else ""
+        return f"{self.op} {self.node!r} ({', '.join(self.dtypes)}){where}"
+
+
+class Graph:
+    """A ModelProto's main graph with the element type of every value the exporter typed."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self.graph = model.graph
+        self.types: dict[str, int] = {}
+        for info in [*self.graph.input, *self.graph.output, *self.graph.value_info]:
+            if info.type.HasField("tensor_type"):
+                self.types[info.name] = info.type.tensor_type.elem_type
+        for init in self.graph.initializer:
+            self.types[init.name] = init.data_type
+        for node in self.graph.node:
+            if node.op_type == "Constant" and node.attribute and node.attribute[0].type == onnx.AttributeProto.TENSOR:
+                self.types[node.output[0]] = node.attribute[0].t.data_type
+        self.opset = {entry.domain or "": entry.version for entry in model.opset_import}
+        self.nodes: list[onnx.NodeProto] = []  # copies, written back by commit()
+        for node in self.graph.node:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            self.nodes.append(copy)
+        self._names = {name for node in self.nodes for name in [*node.input, *node.output, node.name]}
+        self._names.update(self.types)
+        self._upcasts: dict[tuple[str, int], str] = {}
+        self._infos = {info.name: info for info in self.graph.value_info}
+
+    def commit(self) -> None:
+        del self.graph.node[:]
+        self.graph.node.extend(self.nodes)
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        self._names.add(name)
+        return name
+
+    def declare(self, name: str, elem_type: int) -> None:
+        self.types[name] = elem_type
+        if name in self._infos:
+            self._infos[name].type.tensor_type.elem_type = elem_type
+        else:
+            self.graph.value_info.append(helper.make_tensor_value_info(name, elem_type, None))
+            self._infos[name] = self.graph.value_info[-1]
+
+    def schema(self, node: onnx.NodeProto) -> onnx.defs.OpSchema | None:
+        try:
+            return onnx.defs.get_schema(node.op_type, self.opset.get(node.domain or "", 1), node.domain or "")
+        except onnx.defs.SchemaError:
+            return None
+
+    def bindings(self, node: onnx.NodeProto) -> dict[str, list[tuple[str, int, int]]]:
+        """Type parameter -> [(input/output, index, element type)] for the node's typed operands."""
+        schema = self.schema(node)
+        if schema is None:
+            return {}
+        params = {c.type_param_str for c in schema.type_constraints}
+        found: dict[str, list[tuple[str, int, int]]] = {}
+        for kind, formals, actuals in (("input", schema.inputs, node.input), ("output", schema.outputs, node.output)):
+            for i, name in enumerate(actuals):
+                if not name or not formals:
+                    continue
+                formal = formals[min(i, len(formals) - 1)]
+                if i >= len(formals) and formal.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+                    continue
+                if formal.type_str in params and name in self.types:
+                    found.setdefault(formal.type_str, []).append((kind, i, self.types[name]))
+        return found
+
+    def upcast(self, value: str, to: int, like: onnx.NodeProto) -> str:
+        """`value` cast to `to` (one Cast per value, before its first use)."""
+        key = (value, to)
+        if key not in self._upcasts:
+            out = self.fresh(f"{value}__{type_name(to)}")
+            cast = helper.make_node("Cast", [value], [out], name=self.fresh(f"{like.name}__in"), to=to)
+            copy_metadata(like, cast, f"casts an input up to {type_name(to)} (exact)")
+            # Right after the value's producer (or first), so that every later user may share it.
+            producer = next((i for i, n in enumerate(self.nodes) if value in n.output), -1)
+            self.nodes.insert(producer + 1, cast)
+            self.declare(out, to)
+            self._upcasts[key] = out
+        return self._upcasts[key]
+
+    def insert_after(self, anchor: onnx.NodeProto, node: onnx.NodeProto, why: str) -> None:
+        copy_metadata(anchor, node, why)
+        self.nodes.insert(self._index(anchor) + 1, node)
+
+    def _index(self, anchor: onnx.NodeProto) -> int:
+        return next(i for i, n in enumerate(self.nodes) if n is anchor)
+
+
+def copy_metadata(source: onnx.NodeProto, target: onnx.NodeProto, why: str) -> None:
+    for prop in source.metadata_props:
+        if prop.key != REWRITE_KEY:
+            target.metadata_props.add(key=prop.key, value=prop.value)
+    target.metadata_props.add(key=REWRITE_KEY, value=why)
+
+
+def module_of(node: onnx.NodeProto) -> str | None:
+    for prop in node.metadata_props:
+        if prop.key == MODULE_KEY:
+            return prop.value
+    return None
+
+
+def note(graph: Graph, node: onnx.NodeProto, dtypes: Iterable[int]) -> NodeNote:
+    return NodeNote(node.name, node.op_type, tuple(sorted({type_name(t) for t in dtypes})), module_of(node))
+
+
+def add_module_paths(model: onnx.ModelProto) -> None:
+    """Each node's module path (`model.named_modules()` spelling, "" for the root) as MODULE_KEY,
+    from the exporter's name scopes: the modules from the root to the op, then the op's own name."""
+    for node in model.graph.node:
+        props = {p.key: p.value for p in node.metadata_props}
+        scopes = props.get("pkg.torch.onnx.name_scopes")
+        if scopes is None or MODULE_KEY in props:
+            continue
+        try:
+            parts = ast.literal_eval(scopes)
+        except (ValueError, SyntaxError):
+            continue
+        node.metadata_props.add(key=MODULE_KEY, value=".".join(p for p in parts[1:-1] if p))
+
+
+def fix_mixed_operands(graph: Graph) -> list[NodeNote]:
+    """Note [the ONNX pass], mixed operands. Returns the nodes rewritten."""
+    fixed = []
+    for node in list(graph.nodes):
+        for param, operands in graph.bindings(node).items():
+            kinds = {t for _, _, t in operands}
+            if len(kinds) < 2:
+                continue
+            if node.op_type not in NORMS or not kinds <= set(WIDTH):
+                raise OnnxPassError(
+                    f"{note(graph, node, kinds)}: operands of one ONNX type ({param}) in several dtypes; only "
+                    "normalisation ops are computed in the widest (what PyTorch's kernels do)")
+            wide = max(kinds, key=lambda t: WIDTH[t])
+            first = next(t for kind, _, t in operands if kind == "input")
+            for kind, i, elem in operands:
+                if kind == "input" and elem != wide:
+                    node.input[i] = graph.upcast(node.input[i], wide, node)
+                elif kind == "output":
+                    narrow = node.output[i]
+                    node.output[i] = graph.fresh(f"{narrow}__{type_name(wide)}")
+                    graph.declare(node.output[i], wide)
+                    graph.insert_after(node, helper.make_node("Cast", [node.output[i]], [narrow], name=graph.fresh(
+                        f"{node.name}__out"), to=first), "casts the result to the input's dtype (mixed operands)")
+            fixed.append(note(graph, node, kinds))
+    return fixed
+
+
+def nodes_without_kernels(graph: Graph, kernels: Any) -> list[onnx.NodeProto]:
+    """The nodes with a low-precision operand whose types no kernel of the table takes."""
+    missing = []
+    for node in graph.nodes:
+        bindings = graph.bindings(node)
+        if not any(t in LOW_PRECISION for operands in bindings.values() for _, _, t in operands):
+            continue
+        schema = graph.schema(node)
+        if schema is not None and not kernels.has_kernel(node, schema, bindings):
+            missing.append(node)
+    return missing
+
+
+def run_in_float32(graph: Graph, node: onnx.NodeProto) -> None:
+    """Note [the ONNX pass], missing kernels: the node in float32, its low-precision outputs rounded
+    to their dtype by a Cast."""
+    for i, name in enumerate(node.input):
+        if name and graph.types.get(name) in LOW_PRECISION:
+            node.input[i] = graph.upcast(name, TensorProto.FLOAT, node)
+    for i, name in enumerate(node.output):
+        low = graph.types.get(name)
+        if low not in LOW_PRECISION:
+            continue
+        node.output[i] = graph.fresh(f"{name}__float")
+        graph.declare(node.output[i], TensorProto.FLOAT)
+        rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"), to=low)
+        if low in FP8:  # torch's casts to float8 do not saturate
+            rounding.attribute.append(helper.make_attribute("saturate", 0))
+        graph.insert_after(node, rounding, f"rounds the float32 result to {type_name(low)} (no kernel)")
+    node.metadata_props.add(key=REWRITE_KEY, value="run in float32 (no kernel for its dtype)")
+
+
+# fp8: Note [fp8 in a deployed program] in _deploy_fp8.py.
+ONNX_FLOAT8 = {TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2}
+
+
+def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
+                      out_dtype: Any = None, use_fast_accum: bool = False) -> Any:
+    """aten._scaled_mm (tensorwise) for torch.onnx's custom_translation_table (ONNX Script, traced)."""
+    from onnxscript import opset20 as op
+
+    product = op.MatMul(op.DequantizeLinear(self, scale_a), op.DequantizeLinear(mat2, scale_b))
+    if bias is not None:
+        product = op.Add(product, op.Cast(bias, to=TensorProto.FLOAT))
+    if scale_result is not None:
+        product = op.Mul(product, scale_result)
+    return op.Cast(product, to=int(out_dtype) if out_dtype is not None else TensorProto.FLOAT)
+
+
+def translations() -> dict[Any, Any]:
+    import torch
+
+    return {torch.ops.aten._scaled_mm.default: scaled_mm_to_onnx}
+
+
+def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
+    """Each saturating Cast from float32 to float8 -> QuantizeLinear(x, 1, zero of the type)."""
+    graph = model.graph
+    types = {info.name: info.type.tensor_type.elem_type for info in [*graph.value_info, *graph.input]}
+    replaced = 0
+    for node in graph.node:
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        saturate = next((a.i for a in node.attribute if a.name == "saturate"), 1)
+        if node.op_type != "Cast" or to not in ONNX_FLOAT8 or types.get(node.input[0]) != TensorProto.FLOAT:
+            continue
+        if not saturate:
+            continue  # a non-saturating cast (NaN above the range) is no QuantizeLinear
+        scale, zero = f"{node.name}__scale", f"{node.name}__zero_point"
+        graph.initializer.append(helper.make_tensor(scale, TensorProto.FLOAT, [], [1.0]))
+        graph.initializer.append(helper.make_tensor(zero, to, [], [0.0]))
+        _drop_clamp_before(graph, node, to)
+        node.op_type = "QuantizeLinear"
+        del node.attribute[:]
+        node.attribute.append(helper.make_attribute("saturate", 1))
+        node.input.extend([scale, zero])
+        replaced += 1
+    used = {name for node in graph.node for name in node.input} | {out.name for out in graph.output}
+    unused = [init for init in graph.initializer if init.name not in used]
+    for init in unused:  # the bounds of the Clips read past
+        graph.initializer.remove(init)
+    return replaced
+
+
+def _drop_clamp_before(graph: onnx.GraphProto, cast: onnx.NodeProto, to: int) -> None:
+    """Reads past a Clip to [-max, max] of the float8 type feeding `cast` alone: QuantizeLinear's
+    saturation clamps to the same bounds (the same bits, infinities included), and onnxruntime 1.32's
+    Clip + QuantizeLinear fusion fails on a float8 zero point."""
+    from onnx import numpy_helper
+
+    producer = next((n for n in graph.node if cast.input[0] in n.output), None)
+    if producer is None or producer.op_type != "Clip" or len(producer.input) != 3:
+        return
+    if sum(cast.input[0] in n.input for n in graph.node) != 1:
+        return
+    constants = {i.name: i for i in graph.initializer}
+    constants.update({n.output[0]: n.attribute[0].t for n in graph.node if n.op_type == "Constant" and n.attribute
+                      and n.attribute[0].name == "value"})
+    if not all(name in constants for name in producer.input[1:]):
+        return
+    low, high = (float(numpy_helper.to_array(constants[name])) for name in producer.input[1:])
+    if (low, high) == (-FLOAT8_MAX[to], FLOAT8_MAX[to]):
+        cast.input[0] = producer.input[0]
+        graph.node.remove(producer)
+
+
+FLOAT8_MAX = {TensorProto.FLOAT8E4M3FN: 448.0, TensorProto.FLOAT8E5M2: 57344.0}

@@ -1,0 +1,124 @@
+"""What the deployment tests share: the models of issue 49 (an MLP and a causal attention block),
+their policy, the baked programs, and the references (eager under the policy, float32, PyTorch's
+default lists).
+
+Note [the stand-in for autocastgen.export]
+Issue 48's `autocastgen.export(model, args, device=, dtype=, policy=)` bakes a policy into an
+ExportedProgram. Until it is merged, `baked_program` makes the same kind of program: torch.export
+of the plain model (nn_module_stack on every node), then run_decompositions() inside torch.autocast
+with the policy loaded as a runtime policy, which bakes the casts eager makes, bit for bit (tested
+in test_deploy_onnx.py). When autocastgen.export lands, `baked_program`'s body becomes one call of it.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+# GELU in the lower-precision dtype, the GEMMs of linear layers in float32, the rest as PyTorch's CPU
+# lists say (matmul, so q @ k, in the lower-precision dtype).
+POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  lower_precision_fp: [gelu]
+  fp32: [linear, addmm, mm]
+"""
+
+
+class MLP(torch.nn.Module):
+    """Linear - GELU - LayerNorm - Linear - softmax."""
+
+    def __init__(self, width: int = 32, hidden: int = 64):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(width, hidden)
+        self.act = torch.nn.GELU()
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.fc2 = torch.nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.fc2(self.norm(self.act(self.fc1(x)))), dim=-1)
+
+
+class Block(torch.nn.Module):
+    """A causal self-attention block with a residual MLP."""
+
+    def __init__(self, width: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.norm = torch.nn.LayerNorm(width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+        self.mlp = MLP(width, 2 * width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, width = x.shape
+        q, k, v = (t.view(batch, tokens, self.heads, -1).transpose(1, 2)
+                   for t in self.qkv(self.norm(x)).chunk(3, dim=-1))
+        scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+        causal = torch.ones(tokens, tokens, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (attention @ v).transpose(1, 2).reshape(batch, tokens, width)
+        return x + self.proj(y) + self.mlp.fc2(self.mlp.act(self.mlp.fc1(x)))
+
+
+class Scoped(torch.nn.Module):
+    """A model whose forward opens the autocast scope itself (the other way users bake casts)."""
+
+    def __init__(self, inner: torch.nn.Module, dtype: torch.dtype):
+        super().__init__()
+        self.inner = inner
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=self.dtype):
+            return self.inner(x)
+
+
+def make(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = {"mlp": MLP, "block": Block}[name]().eval()
+    return model, torch.randn(4, 8, 32)
+
+
+@contextlib.contextmanager
+def policy_loaded(policy: str = POLICY) -> Iterator[None]:
+    import autocastgen
+
+    autocastgen.load_policy(policy)
+    try:
+        yield
+    finally:
+        autocastgen.clear_runtime_policies()
+
+
+def baked_program(model: torch.nn.Module, args: tuple, *, device: str = "cpu", dtype: torch.dtype,
+                  policy: str = POLICY) -> torch.export.ExportedProgram:
+    """Note [the stand-in for autocastgen.export]."""
+    program = torch.export.export(model, args)
+    with policy_loaded(policy), torch.no_grad(), torch.autocast(device, dtype=dtype):
+        return program.run_decompositions({})
+
+
+def scoped_program(model: torch.nn.Module, args: tuple, *, dtype: torch.dtype,
+                   policy: str = POLICY) -> torch.export.ExportedProgram:
+    """The scope inside forward, decomposed while the policy is loaded."""
+    program = torch.export.export(Scoped(model, dtype), args)
+    with policy_loaded(policy), torch.no_grad():
+        return program.run_decompositions({})
+
+
+def references(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype,
+               policy: str = POLICY) -> dict[str, torch.Tensor]:
+    """Eager under the policy, float32, and PyTorch's default lists, as float32 tensors."""
+    with torch.no_grad():
+        float32 = model(x)
+        with torch.autocast("cpu", dtype=dtype):
+            default = model(x)
+            with policy_loaded(policy):
+                eager = model(x)
+    return {"eager": eager.float(), "float32": float32.float(), "default": default.float()}
+
+
+def distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.float() - b.float()).abs().max().item()

@@ -103,57 +103,78 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     except _deploy_fp8.Fp8ExportError as error:
         raise DeployError(str(error)) from None
     scalar_arithmetic_in_float32(program)
-    options: dict[str, Any] = {"dynamo": True, "verbose": False, "custom_translation_table": _onnx_pass.translations()}
-    if opset is not None:
-        options["opset_version"] = opset
-    with autocast_off(program):
-        try:
-            model = torch.onnx.export(program, **options).model_proto
-        except Exception as error:  # torch.onnx's ConversionError and what it wraps
-            summary = str(error).partition("## Exception summary")[2].strip().splitlines()
-            raise DeployError("torch.onnx cannot translate the program: "
-                              + (summary[0] if summary else str(error).splitlines()[0])) from error
+    model = _translate(program, opset)
     result = OnnxExport(model, provider)
     result.quantize_linear = _onnx_pass.casts_to_quantize_linear(model)
     _onnx_pass.add_module_paths(model)
     _stamp(model, program)
-    forced: set[str] = set()
-    for _ in range(len(model.graph.node) + 1):
+    graph = _onnx_pass.Graph(model)
+    try:
+        result.mixed = _onnx_pass.fix_mixed_operands(graph)
+    except _onnx_pass.OnnxPassError as error:
+        raise DeployError(str(error)) from None
+    graph.commit()
+    _fold_constants(model)
+    forced: set[str] = set()  # nodes a session found no kernel for, which the registry did not show
+    while True:
         candidate = onnx.ModelProto()
         candidate.CopyFrom(model)
         graph = _onnx_pass.Graph(candidate)
-        try:
-            result.mixed = _onnx_pass.fix_mixed_operands(graph)
-        except _onnx_pass.OnnxPassError as error:
-            raise DeployError(str(error)) from None
         missing = _onnx_pass.nodes_without_kernels(graph, kernels)
-        missing += [n for n in graph.nodes if n.name in forced and n not in missing]
+        missing += [n for n in graph.nodes if n.name in forced and all(n is not m for m in missing)]
         result.no_kernel = [_onnx_pass.note(graph, n, _low_types(graph, n)) for n in missing]
         if no_kernel == "error" and missing:
             raise DeployError(f"{provider} has no kernel for {len(missing)} node(s) in their dtype: "
                               + "; ".join(map(str, result.no_kernel)))
         if no_kernel == "float32":
-            for node in missing:
-                _onnx_pass.run_in_float32(graph, node)
-            result.in_float32 = list(result.no_kernel)
+            in_float32 = _onnx_pass.with_their_ops(graph, missing)
+            result.in_float32 = [_onnx_pass.note(graph, n, _low_types(graph, n)) for n in in_float32]
+            _onnx_pass.run_in_float32(graph, in_float32)
         graph.commit()
         result.model = candidate
-        if not check:
+        refused = _session_refuses(result) if check and no_kernel == "float32" else None
+        if refused is None:
             break
-        refused = _session_refuses(result) if no_kernel == "float32" else None
-        if refused is None or refused in forced:
-            break
+        if refused in forced:
+            raise DeployError(f"onnxruntime ({provider}) finds no kernel for node {refused!r} even in float32")
         forced.add(refused)
     if check:
         try:
             onnx.checker.check_model(result.model, full_check=True)
         except onnx.checker.ValidationError as error:
             raise DeployError(f"the ONNX graph does not pass onnx.checker: {error}") from None
-        if no_kernel == "float32":
-            result.session()  # raises onnxruntime's error if the graph still does not load
     if path is not None:
         result.save(path)
     return result
+
+
+def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
+    """torch.onnx's translation, without its optimizer: its rewrites ignore dtypes (a BatchNorm with
+    float32 parameters folded into a bfloat16 Conv gives a Conv of two types); _fold_constants
+    does what the pass needs of it."""
+    from . import _onnx_pass
+
+    options: dict[str, Any] = {"dynamo": True, "verbose": False, "optimize": False,
+                               "custom_translation_table": _onnx_pass.translations()}
+    if opset is not None:
+        options["opset_version"] = opset
+    with autocast_off(program):
+        try:
+            return torch.onnx.export(program, **options).model_proto
+        except Exception as error:  # torch.onnx's ConversionError and what it wraps
+            summary = str(error).partition("## Exception summary")[2].strip().splitlines()
+            raise DeployError("torch.onnx cannot translate the program: "
+                              + (summary[0] if summary else str(error).splitlines()[0])) from error
+
+
+def _fold_constants(model: Any) -> None:
+    """Constants folded (weights cast to their dtype stored so, fp8 weights quantised) and every value
+    typed by shape inference, which the kernel lookup needs."""
+    import onnxscript.optimizer
+
+    onnxscript.optimizer.fold_constants(model, onnx_shape_inference=True, input_size_limit=1 << 62,
+                                        output_size_limit=1 << 62)
+    onnxscript.optimizer.remove_unused_nodes(model)
 
 
 def _low_types(graph: Any, node: Any) -> list[int]:

@@ -21,6 +21,13 @@ eager ran it:
   inputs up (exact), the output down to its dtype (the rounding eager does after each op). A
   Cast(float->low)->Cast(low->float) pair between two such nodes is that rounding, and ORT keeps it
   at every optimisation level (tested).
+
+Note [one rounding per op]
+Eager rounds each op's result once; torch.onnx writes some ops as several nodes (scaled dot-product
+attention as MatMul, Softmax, MatMul...; a linear as MatMul and Add), and eager's fused kernel keeps
+what passes between them in float32. So when a node must run in float32, every low-precision node
+translating the same call (the same `pkg.torch.onnx.name_scopes`) runs in float32 with it, and only
+the values leaving that call are rounded. Nodes torch.onnx made without that metadata stand alone.
 """
 from __future__ import annotations
 
@@ -178,7 +185,7 @@ def note(graph: Graph, node: onnx.NodeProto, dtypes: Iterable[int]) -> NodeNote:
 
 def add_module_paths(model: onnx.ModelProto) -> None:
     """Each node's module path (`model.named_modules()` spelling, "" for the root) as MODULE_KEY,
-    from the exporter's name scopes: the modules from the root to the op, then the op's own name."""
+    from the exporter's name scopes: "", each enclosing module's path, the op's own name."""
     for node in model.graph.node:
         props = {p.key: p.value for p in node.metadata_props}
         scopes = props.get("pkg.torch.onnx.name_scopes")
@@ -188,7 +195,8 @@ def add_module_paths(model: onnx.ModelProto) -> None:
             parts = ast.literal_eval(scopes)
         except (ValueError, SyntaxError):
             continue
-        node.metadata_props.add(key=MODULE_KEY, value=".".join(p for p in parts[1:-1] if p))
+        if isinstance(parts, list) and len(parts) >= 2:
+            node.metadata_props.add(key=MODULE_KEY, value=str(parts[-2]))
 
 
 def fix_mixed_operands(graph: Graph) -> list[NodeNote]:
@@ -222,6 +230,8 @@ def nodes_without_kernels(graph: Graph, kernels: Any) -> list[onnx.NodeProto]:
     """The nodes with a low-precision operand whose types no kernel of the table takes."""
     missing = []
     for node in graph.nodes:
+        if node.op_type == "Constant" and not node.domain:  # a value, not a kernel
+            continue
         bindings = graph.bindings(node)
         if not any(t in LOW_PRECISION for operands in bindings.values() for _, _, t in operands):
             continue
@@ -231,23 +241,67 @@ def nodes_without_kernels(graph: Graph, kernels: Any) -> list[onnx.NodeProto]:
     return missing
 
 
-def run_in_float32(graph: Graph, node: onnx.NodeProto) -> None:
-    """Note [the ONNX pass], missing kernels: the node in float32, its low-precision outputs rounded
-    to their dtype by a Cast."""
-    for i, name in enumerate(node.input):
-        if name and graph.types.get(name) in LOW_PRECISION:
-            node.input[i] = graph.upcast(name, TensorProto.FLOAT, node)
-    for i, name in enumerate(node.output):
-        low = graph.types.get(name)
-        if low not in LOW_PRECISION:
-            continue
-        node.output[i] = graph.fresh(f"{name}__float")
-        graph.declare(node.output[i], TensorProto.FLOAT)
-        rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"), to=low)
-        if low in FP8:  # torch's casts to float8 do not saturate
-            rounding.attribute.append(helper.make_attribute("saturate", 0))
-        graph.insert_after(node, rounding, f"rounds the float32 result to {type_name(low)} (no kernel)")
-    node.metadata_props.add(key=REWRITE_KEY, value="run in float32 (no kernel for its dtype)")
+def op_of(node: onnx.NodeProto) -> str | None:
+    """Which call of the exported program the node translates (torch.onnx's name scopes end with it)."""
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            return prop.value
+    return None
+
+
+# Nodes whose output dtype an attribute gives: a Cast in a translation is a rounding it asks for.
+_TYPED_BY_ATTRIBUTE = {"to", "dtype", "value"}
+
+
+def with_their_ops(graph: Graph, missing: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """Note [one rounding per op]: the nodes to run in float32, `missing` and the low-precision
+    nodes that translate the same calls."""
+    ops = {op_of(n) for n in missing} - {None}
+    chosen = {id(n) for n in missing}
+    for node in graph.nodes:
+        if (op_of(node) in ops and not {a.name for a in node.attribute} & _TYPED_BY_ATTRIBUTE
+                and any(graph.types.get(name) in LOW_PRECISION for name in [*node.input, *node.output])):
+            chosen.add(id(node))
+    return [n for n in graph.nodes if id(n) in chosen]
+
+
+def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
+    """Note [the ONNX pass], missing kernels, and Note [one rounding per op]: `nodes` in float32; a
+    low-precision value one of them makes is rounded to its dtype by a Cast, except where it goes
+    to another of them translating the same call."""
+    chosen = {id(n) for n in nodes}
+    outputs = {o.name for o in graph.graph.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.nodes:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    unrounded: dict[str, tuple[str, str | None]] = {}  # low value -> (its float32 value, its op)
+    for node in nodes:
+        op = op_of(node)
+        for i, name in enumerate(node.input):
+            if not name or graph.types.get(name) not in LOW_PRECISION:
+                continue
+            inside = unrounded.get(name)
+            if inside is not None and inside[1] is not None and inside[1] == op:
+                node.input[i] = inside[0]
+            else:
+                node.input[i] = graph.upcast(name, TensorProto.FLOAT, node)
+        for i, name in enumerate(node.output):
+            low = graph.types.get(name)
+            if low not in LOW_PRECISION:
+                continue
+            node.output[i] = graph.fresh(f"{name}__float")
+            graph.declare(node.output[i], TensorProto.FLOAT)
+            unrounded[name] = (node.output[i], op)
+            leaves = name in outputs or any(id(c) not in chosen or op is None or op_of(c) != op
+                                            for c in consumers.get(name, []))
+            if not leaves:
+                continue
+            rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"), to=low)
+            if low in FP8:  # torch's casts to float8 do not saturate
+                rounding.attribute.append(helper.make_attribute("saturate", 0))
+            graph.insert_after(node, rounding, f"rounds the float32 result to {type_name(low)}")
+        node.metadata_props.add(key=REWRITE_KEY, value="run in float32")
 
 
 # fp8: Note [fp8 in a deployed program] in _deploy_fp8.py.

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ._deploy_onnx import NO_KERNEL_CHOICES, OnnxExport, export_onnx
-from ._deploy_program import DeployError, autocast_off, deployable_program
+from ._deploy_program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
 
 __all__ = ["NO_KERNEL_CHOICES", "DeployError", "OnnxExport", "deployable_program", "export_aoti", "export_onnx"]
 
@@ -27,6 +27,7 @@ def export_aoti(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     import torch._inductor.config as inductor_config
 
     program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy)
+    scalar_arithmetic_in_float32(program)
     with autocast_off(program), inductor_config.patch(emulate_precision_casts=emulate_precision_casts):
         written = torch._inductor.aoti_compile_and_package(program, package_path=str(package_path),
                                                            inductor_configs=inductor_configs)

@@ -112,13 +112,92 @@ def references(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype,
                policy: str = POLICY) -> dict[str, torch.Tensor]:
     """Eager under the policy, float32, and PyTorch's default lists, as float32 tensors."""
     with torch.no_grad():
-        float32 = model(x)
+        float32 = first(model(x))
         with torch.autocast("cpu", dtype=dtype):
-            default = model(x)
+            default = first(model(x))
             with policy_loaded(policy):
-                eager = model(x)
+                eager = first(model(x))
     return {"eager": eager.float(), "float32": float32.float(), "default": default.float()}
+
+
+def first(output: object) -> torch.Tensor:
+    """A model's first output: the tensor itself, a tuple's first, a transformers output's logits."""
+    return output if isinstance(output, torch.Tensor) else output[0]
 
 
 def distance(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.float() - b.float()).abs().max().item()
+
+
+class BasicBlock(torch.nn.Module):
+    """ResNet's basic block (torchvision is not installed here)."""
+
+    def __init__(self, channels_in: int, channels: int, stride: int):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels_in, channels, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+        self.relu = torch.nn.ReLU()
+        self.downsample = None
+        if stride != 1 or channels_in != channels:
+            self.downsample = torch.nn.Sequential(torch.nn.Conv2d(channels_in, channels, 1, stride, bias=False),
+                                                  torch.nn.BatchNorm2d(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))) + identity)
+
+
+class ResNet(torch.nn.Module):
+    """A small ResNet (torchvision's layout: stem, two stages of basic blocks, pooling, fc)."""
+
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(16)
+        self.relu = torch.nn.ReLU()
+        self.layer1 = torch.nn.Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 16, 1))
+        self.layer2 = torch.nn.Sequential(BasicBlock(16, 32, 2), BasicBlock(32, 32, 1))
+        self.avgpool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(32, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer2(self.layer1(self.relu(self.bn1(self.conv1(x)))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+REAL_MODELS = ("llama", "gpt2", "bert", "resnet")
+
+
+def real_model(name: str) -> tuple[torch.nn.Module, tuple]:
+    """A small model of each kind, from a config (nothing downloaded), with its inputs (transformers
+    models without a cache: their programs' outputs are the logits alone)."""
+    torch.manual_seed(0)
+    if name == "resnet":
+        model = ResNet().eval()
+        with torch.no_grad():  # running statistics other than 0 and 1, as a trained model has
+            for module in model.modules():
+                if isinstance(module, torch.nn.BatchNorm2d):
+                    module.running_mean.uniform_(-0.5, 0.5)
+                    module.running_var.uniform_(0.5, 2.0)
+        return model, (torch.randn(2, 3, 16, 16),)
+    import transformers
+
+    common = {"vocab_size": 128, "use_cache": False}
+    if name == "llama":
+        config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                          **common)
+        model = transformers.LlamaForCausalLM(config)
+    elif name == "gpt2":
+        config = transformers.GPT2Config(n_positions=32, n_embd=64, n_layer=2, n_head=4, bos_token_id=0,
+                                         eos_token_id=0, **common)
+        model = transformers.GPT2LMHeadModel(config)
+    elif name == "bert":
+        config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=128, max_position_embeddings=32, **common)
+        model = transformers.BertForMaskedLM(config)
+    else:
+        raise ValueError(name)
+    return model.eval(), (torch.randint(0, 128, (2, 16)),)

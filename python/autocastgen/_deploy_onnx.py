@@ -3,6 +3,7 @@ with the policy's precision (docs/deploy.md; the graph pass: Note [the ONNX pass
 from __future__ import annotations
 
 import ctypes
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,7 +106,6 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     scalar_arithmetic_in_float32(program)
     model = _translate(program, opset)
     result = OnnxExport(model, provider)
-    result.quantize_linear = _onnx_pass.casts_to_quantize_linear(model)
     _onnx_pass.add_module_paths(model)
     _stamp(model, program)
     graph = _onnx_pass.Graph(model)
@@ -115,6 +115,7 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
         raise DeployError(str(error)) from None
     graph.commit()
     _fold_constants(model)
+    result.quantize_linear = _onnx_pass.casts_to_quantize_linear(model)
     forced: set[str] = set()  # nodes a session found no kernel for, which the registry did not show
     while True:
         candidate = onnx.ModelProto()
@@ -158,6 +159,10 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
                                "custom_translation_table": _onnx_pass.translations()}
     if opset is not None:
         options["opset_version"] = opset
+    # Its registry warns once per torchvision op when torchvision is absent, which no model here uses.
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
     with autocast_off(program):
         try:
             return torch.onnx.export(program, **options).model_proto
@@ -165,6 +170,8 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
             summary = str(error).partition("## Exception summary")[2].strip().splitlines()
             raise DeployError("torch.onnx cannot translate the program: "
                               + (summary[0] if summary else str(error).splitlines()[0])) from error
+        finally:
+            registration.setLevel(level)
 
 
 def _fold_constants(model: Any) -> None:

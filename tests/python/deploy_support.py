@@ -12,9 +12,32 @@ in test_deploy_onnx.py). When autocastgen.export lands, `baked_program`'s body b
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
+import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+
+
+def import_autocastgen() -> ModuleType:
+    """The build's autocastgen package, with onnx, onnxscript and onnxruntime (scripts/requirements.txt);
+    the test module is skipped where the build or they are missing (an error where ctest runs it)."""
+    if not (BUILD / "python" / "autocastgen" / "deploy.py").is_file():
+        if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+            raise RuntimeError(f"{BUILD} has no python/autocastgen/deploy.py: build the default targets")
+        pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+    for package in ("onnx", "onnxscript", "onnxruntime"):
+        pytest.importorskip(package)
+    sys.path.insert(0, str(BUILD / "python"))
+    import autocastgen
+
+    return autocastgen
 
 # GELU in the lower-precision dtype, the GEMMs of linear layers in float32, the rest as PyTorch's CPU
 # lists say (matmul, so q @ k, in the lower-precision dtype).
@@ -24,6 +47,28 @@ lists:
   lower_precision_fp: [gelu]
   fp32: [linear, addmm, mm]
 """
+
+# For the real models: attention and the norms in float32, GELU in the lower-precision dtype, the
+# GEMMs (linear, addmm, matmul, conv) in it as PyTorch's CPU lists say.
+REAL_POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  fp32: [scaled_dot_product_attention, batch_norm, layer_norm]
+  lower_precision_fp: [gelu]
+"""
+
+FP8_POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16], fp8: {scaling: %s, granularity: %s}}
+lists:
+  fp8: [linear, mm, addmm]
+"""
+
+
+def fp8_model() -> tuple[torch.nn.Module, torch.Tensor]:
+    """Linear - GELU - Linear with GEMM dimensions fp8 takes (multiples of 16)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).eval()
+    return model, torch.randn(16, 32)
 
 
 class MLP(torch.nn.Module):
@@ -126,7 +171,14 @@ def first(output: object) -> torch.Tensor:
 
 
 def distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |difference|."""
     return (a.float() - b.float()).abs().max().item()
+
+
+def mean_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The mean |difference|: where a few last-bit differences of float32 sums (another summation
+    order than PyTorch's kernels) dominate the largest."""
+    return (a.float() - b.float()).abs().mean().item()
 
 
 class BasicBlock(torch.nn.Module):
@@ -201,3 +253,30 @@ def real_model(name: str) -> tuple[torch.nn.Module, tuple]:
     else:
         raise ValueError(name)
     return model.eval(), (torch.randint(0, 128, (2, 16)),)
+
+
+# Runs a package where autocastgen cannot be imported: a fresh interpreter without the build's
+# python/ on its path or our environment variables; it says so before it loads the package.
+_ELSEWHERE = """
+import importlib, importlib.util, sys
+import torch
+assert importlib.util.find_spec("autocastgen") is None, "autocastgen is importable here"
+for name in sys.argv[4:]:  # the model's library, whose output classes the package's pytree names
+    importlib.import_module(name)
+runner = torch._inductor.aoti_load_package(sys.argv[1])
+outputs = runner(*torch.load(sys.argv[2]))
+torch.save(outputs if isinstance(outputs, torch.Tensor) else outputs[0], sys.argv[3])
+assert not [name for name in sys.modules if name.startswith("autocastgen")]
+"""
+
+
+def run_without_autocastgen(package: Path, inputs: tuple, folder: Path, imports: tuple[str, ...] = ()) -> torch.Tensor:
+    """The first output of an AOTInductor package run in a process where autocastgen is absent
+    (and `imports` imported: transformers.modeling_outputs, whose classes a package's outputs name)."""
+    import subprocess
+
+    torch.save(inputs, folder / "inputs.pt")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOCASTGEN_") and k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-c", _ELSEWHERE, str(package), str(folder / "inputs.pt"),
+                    str(folder / "output.pt"), *imports], env=env, check=True, timeout=300, cwd=folder)
+    return torch.load(folder / "output.pt")

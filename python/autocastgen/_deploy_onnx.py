@@ -153,10 +153,10 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
     """torch.onnx's translation, without its optimizer: its rewrites ignore dtypes (a BatchNorm with
     float32 parameters folded into a bfloat16 Conv gives a Conv of two types); _fold_constants
     does what the pass needs of it."""
-    from . import _onnx_pass
+    from . import _onnx_translations
 
     options: dict[str, Any] = {"dynamo": True, "verbose": False, "optimize": False,
-                               "custom_translation_table": _onnx_pass.translations()}
+                               "custom_translation_table": _onnx_translations.translations()}
     if opset is not None:
         options["opset_version"] = opset
     # Its registry warns once per torchvision op when torchvision is absent, which no model here uses.

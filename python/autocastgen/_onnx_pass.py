@@ -308,25 +308,6 @@ def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
 ONNX_FLOAT8 = {TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2}
 
 
-def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
-                      out_dtype: Any = None, use_fast_accum: bool = False) -> Any:
-    """aten._scaled_mm (tensorwise) for torch.onnx's custom_translation_table (ONNX Script, traced)."""
-    from onnxscript import opset20 as op
-
-    product = op.MatMul(op.DequantizeLinear(self, scale_a), op.DequantizeLinear(mat2, scale_b))
-    if bias is not None:
-        product = op.Add(product, op.Cast(bias, to=TensorProto.FLOAT))
-    if scale_result is not None:
-        product = op.Mul(product, scale_result)
-    return op.Cast(product, to=int(out_dtype) if out_dtype is not None else TensorProto.FLOAT)
-
-
-def translations() -> dict[Any, Any]:
-    import torch
-
-    return {torch.ops.aten._scaled_mm.default: scaled_mm_to_onnx}
-
-
 def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
     """Each saturating Cast from float32 to float8 -> QuantizeLinear(x, 1, zero of the type)."""
     graph = model.graph

@@ -10,7 +10,7 @@ For deployment the weight ops are decomposed into the PyTorch ops of the same sc
 step, so the bits are the op's: tests/python/test_deploy_fp8.py), which AOTInductor compiles
 with PyTorch's own `_scaled_mm`, and which ONNX constant-folds into fp8 initializers. Delayed
 scaling is refused: its scale comes from the amaxes of earlier steps, which a program does not
-hold. For ONNX (`scaled_mm_to_onnx` and `casts_to_quantize_linear` in _onnx_pass.py), `_scaled_mm` (tensorwise scales) becomes DequantizeLinear of both operands, a
+hold. For ONNX (`scaled_mm_to_onnx` and `casts_to_quantize_linear` in _onnx_fp8.py), `_scaled_mm` (tensorwise scales) becomes DequantizeLinear of both operands, a
 float32 MatMul, the bias added in float32 and one Cast to the output dtype (what PyTorch's CPU
 kernel computes), and each saturating cast to float8 a QuantizeLinear with scale 1 (the scale
 multiply stays a Mul before it, so the rounding is the same).

@@ -22,10 +22,10 @@ NO_KERNEL_CHOICES = ("float32", "keep", "error")
 class OnnxExport:
     """What export_onnx made: the model and what its pass changed.
 
-    `no_kernel`: nodes the provider has no kernel for in their dtypes; `in_float32`: those of them the
-    pass runs in float32 with the dtype's rounding (all of them with no_kernel="float32");
-    `mixed`: normalisation nodes computed in the widest of their operands' types; `quantize_linear`:
-    casts to float8 written as QuantizeLinear."""
+    `no_kernel`: nodes the provider has no kernel for in their dtypes; `in_float32`: the nodes the
+    pass runs in float32 with the dtype's rounding (with no_kernel="float32": those, and the others
+    translating the same calls, Note [one rounding per op]); `mixed`: normalisation nodes computed in
+    the widest of their operands' types; `quantize_linear`: casts to float8 written as QuantizeLinear."""
 
     model: Any  # onnx.ModelProto
     provider: str
@@ -89,7 +89,7 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     float32). Note [the ONNX pass] in _onnx_pass.py."""
     import onnx
 
-    from . import _onnx_kernels, _onnx_pass
+    from . import _onnx_fp8, _onnx_kernels, _onnx_pass
 
     if no_kernel not in NO_KERNEL_CHOICES:
         raise ValueError(f"no_kernel={no_kernel!r}: expected one of {NO_KERNEL_CHOICES}")
@@ -115,8 +115,27 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
         raise DeployError(str(error)) from None
     graph.commit()
     _fold_constants(model)
-    result.quantize_linear = _onnx_pass.casts_to_quantize_linear(model)
-    forced: set[str] = set()  # nodes a session found no kernel for, which the registry did not show
+    result.quantize_linear = _onnx_fp8.casts_to_quantize_linear(model)
+    _fit_to_kernels(result, model, kernels, no_kernel, check)
+    if check:
+        try:
+            onnx.checker.check_model(result.model, full_check=True)
+        except onnx.checker.ValidationError as error:
+            raise DeployError(f"the ONNX graph does not pass onnx.checker: {error}") from None
+    if path is not None:
+        result.save(path)
+    return result
+
+
+def _fit_to_kernels(result: OnnxExport, model: Any, kernels: Any, no_kernel: str, check: bool) -> None:
+    """Note [the ONNX pass], missing kernels: finds the nodes `kernels` lacks, lists them, and with
+    no_kernel="float32" runs them in float32; a node a session still refuses (one the registry did
+    not show) joins them and the pass runs again."""
+    import onnx
+
+    from . import _onnx_pass
+
+    forced: set[str] = set()
     while True:
         candidate = onnx.ModelProto()
         candidate.CopyFrom(model)
@@ -125,7 +144,7 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
         missing += [n for n in graph.nodes if n.name in forced and all(n is not m for m in missing)]
         result.no_kernel = [_onnx_pass.note(graph, n, _low_types(graph, n)) for n in missing]
         if no_kernel == "error" and missing:
-            raise DeployError(f"{provider} has no kernel for {len(missing)} node(s) in their dtype: "
+            raise DeployError(f"{result.provider} has no kernel for {len(missing)} node(s) in their dtype: "
                               + "; ".join(map(str, result.no_kernel)))
         if no_kernel == "float32":
             in_float32 = _onnx_pass.with_their_ops(graph, missing)
@@ -135,18 +154,10 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
         result.model = candidate
         refused = _session_refuses(result) if check and no_kernel == "float32" else None
         if refused is None:
-            break
+            return
         if refused in forced:
-            raise DeployError(f"onnxruntime ({provider}) finds no kernel for node {refused!r} even in float32")
+            raise DeployError(f"onnxruntime ({result.provider}) finds no kernel for node {refused!r} even in float32")
         forced.add(refused)
-    if check:
-        try:
-            onnx.checker.check_model(result.model, full_check=True)
-        except onnx.checker.ValidationError as error:
-            raise DeployError(f"the ONNX graph does not pass onnx.checker: {error}") from None
-    if path is not None:
-        result.save(path)
-    return result
 
 
 def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:

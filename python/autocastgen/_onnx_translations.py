@@ -13,21 +13,10 @@ FLOAT = TensorProto.FLOAT
 def translations() -> dict[Any, Any]:
     import torch
 
+    from ._onnx_fp8 import scaled_mm_to_onnx
+
     return {torch.ops.aten._scaled_mm.default: scaled_mm_to_onnx,
             torch.ops.aten.scaled_dot_product_attention.default: attention_to_onnx}
-
-
-def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
-                      out_dtype: Any = None, use_fast_accum: bool = False) -> Any:
-    """aten._scaled_mm (tensorwise) for torch.onnx's custom_translation_table (ONNX Script, traced)."""
-    from onnxscript import opset20 as op
-
-    product = op.MatMul(op.DequantizeLinear(self, scale_a), op.DequantizeLinear(mat2, scale_b))
-    if bias is not None:
-        product = op.Add(product, op.Cast(bias, to=FLOAT))
-    if scale_result is not None:
-        product = op.Mul(product, scale_result)
-    return op.Cast(product, to=int(out_dtype) if out_dtype is not None else FLOAT)
 
 
 # Note [attention in low precision]

@@ -192,7 +192,7 @@ class Attention(torch.nn.Module):
 def test_fused_attention_as_eagers_kernel_computes_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # Note [attention in low precision]: against PyTorch's translation run in float32 with one
     # rounding, a tenth of the differing outputs.
-    from autocastgen import _onnx_translations
+    from autocastgen import _onnx_fp8, _onnx_translations
 
     torch.manual_seed(0)
     model, x = Attention().eval(), torch.randn(2, 16, 32)
@@ -200,7 +200,7 @@ def test_fused_attention_as_eagers_kernel_computes_it(monkeypatch: pytest.Monkey
     program = ds.baked_program(model, (x,), dtype=torch.bfloat16)
     (ours,) = autocastgen.export_onnx(program).run(x)
     monkeypatch.setattr(_onnx_translations, "translations",
-                        lambda: {torch.ops.aten._scaled_mm.default: _onnx_translations.scaled_mm_to_onnx})
+                        lambda: {torch.ops.aten._scaled_mm.default: _onnx_fp8.scaled_mm_to_onnx})
     (plain,) = autocastgen.export_onnx(program).run(x)
     differing = [(out.float() != refs["eager"]).float().mean().item() for out in (ours, plain)]
     assert differing[0] < 0.1 < 0.2 < differing[1], differing

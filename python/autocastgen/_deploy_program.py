@@ -126,6 +126,7 @@ _SCALAR_ARITHMETIC = {torch.ops.aten.mul.Tensor, torch.ops.aten.div.Tensor, torc
                       torch.ops.aten.sub.Tensor, torch.ops.aten.rsub.Scalar, torch.ops.aten.mul.Scalar,
                       torch.ops.aten.div.Scalar, torch.ops.aten.add.Scalar, torch.ops.aten.sub.Scalar}
 _LOWER_PRECISION = (torch.bfloat16, torch.float16)
+OPMATH_PREFIX = "opmath_"  # the names of the calls it writes (the ONNX pass marks their nodes)
 
 
 def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
@@ -140,7 +141,7 @@ def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
             continue
 
         def add(target: Any, args: tuple, kwargs: dict[str, Any], fake_value: Any) -> torch.fx.Node:
-            new = graph.call_function(target, args, kwargs)
+            new = graph.create_node("call_function", target, args, kwargs, name=f"{OPMATH_PREFIX}{node.name}")
             new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
             new.meta["val"] = fake_value
             return new

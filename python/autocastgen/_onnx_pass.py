@@ -197,6 +197,8 @@ def add_module_paths(model: onnx.ModelProto) -> None:
             continue
         if isinstance(parts, list) and len(parts) >= 2:
             node.metadata_props.add(key=MODULE_KEY, value=str(parts[-2]))
+            if str(parts[-1]).startswith("opmath_"):  # Note [scalar operands] in _deploy_program.py
+                node.metadata_props.add(key=REWRITE_KEY, value="a Python number's arithmetic in float32, as eager's")
 
 
 def fix_mixed_operands(graph: Graph) -> list[NodeNote]:
@@ -265,25 +267,36 @@ def with_their_ops(graph: Graph, missing: list[onnx.NodeProto]) -> list[onnx.Nod
     return [n for n in graph.nodes if id(n) in chosen]
 
 
+# Ops whose result is one of their inputs' values (or a sign flip of one): from values of a dtype
+# they give values of that dtype, so their float32 result needs no rounding.
+SELECTING = {"Where", "Max", "Min", "Abs", "Neg", "Relu", "Identity", "Reshape", "Transpose", "Squeeze",
+             "Unsqueeze", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile",
+             "Flatten", "ReduceMax", "ReduceMin", "MaxPool", "Clip"}
+
+
 def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
     """Note [the ONNX pass], missing kernels, and Note [one rounding per op]: `nodes` in float32; a
     low-precision value one of them makes is rounded to its dtype by a Cast, except where it goes
-    to another of them translating the same call."""
+    to another of them translating the same call, or is a SELECTING op's result of values of the
+    dtype (which rounding would not change)."""
     chosen = {id(n) for n in nodes}
     outputs = {o.name for o in graph.graph.output}
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.nodes:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
-    unrounded: dict[str, tuple[str, str | None]] = {}  # low value -> (its float32 value, its op)
+    unrounded: dict[str, tuple[str, str | None, bool]] = {}  # low value -> (float32 value, its op, exact)
     for node in nodes:
         op = op_of(node)
+        exact = node.op_type in SELECTING and not node.domain
         for i, name in enumerate(node.input):
             if not name or graph.types.get(name) not in LOW_PRECISION:
+                exact = exact and (not name or graph.types.get(name) not in WIDTH)
                 continue
             inside = unrounded.get(name)
-            if inside is not None and inside[1] is not None and inside[1] == op:
+            if inside is not None and ((op is not None and inside[1] == op) or inside[2]):
                 node.input[i] = inside[0]
+                exact = exact and inside[2]
             else:
                 node.input[i] = graph.upcast(name, TensorProto.FLOAT, node)
         for i, name in enumerate(node.output):
@@ -292,9 +305,9 @@ def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
                 continue
             node.output[i] = graph.fresh(f"{name}__float")
             graph.declare(node.output[i], TensorProto.FLOAT)
-            unrounded[name] = (node.output[i], op)
-            leaves = name in outputs or any(id(c) not in chosen or op is None or op_of(c) != op
-                                            for c in consumers.get(name, []))
+            unrounded[name] = (node.output[i], op, exact)
+            leaves = name in outputs or any(
+                id(c) not in chosen or not (exact or (op is not None and op_of(c) == op)) for c in consumers.get(name, []))
             if not leaves:
                 continue
             rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"), to=low)

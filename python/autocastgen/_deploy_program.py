@@ -126,7 +126,7 @@ _SCALAR_ARITHMETIC = {torch.ops.aten.mul.Tensor, torch.ops.aten.div.Tensor, torc
                       torch.ops.aten.sub.Tensor, torch.ops.aten.rsub.Scalar, torch.ops.aten.mul.Scalar,
                       torch.ops.aten.div.Scalar, torch.ops.aten.add.Scalar, torch.ops.aten.sub.Scalar}
 _LOWER_PRECISION = (torch.bfloat16, torch.float16)
-OPMATH_PREFIX = "opmath_"  # the names of the calls it writes (the ONNX pass marks their nodes)
+OPMATH_MARK = "[autocastgen] a Python number's arithmetic in float32, as eager's (Note [scalar operands])"
 
 
 def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
@@ -141,8 +141,11 @@ def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
             continue
 
         def add(target: Any, args: tuple, kwargs: dict[str, Any], fake_value: Any) -> torch.fx.Node:
-            new = graph.create_node("call_function", target, args, kwargs, name=f"{OPMATH_PREFIX}{node.name}")
+            new = graph.call_function(target, args, kwargs)
             new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+            # Decompositions keep a node's stack trace, and torch.onnx writes it into the node's
+            # metadata: the ONNX pass marks these nodes by it.
+            new.meta["stack_trace"] = f"{node.meta.get('stack_trace') or ''}\n{OPMATH_MARK}"
             new.meta["val"] = fake_value
             return new
 

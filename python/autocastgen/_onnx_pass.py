@@ -39,6 +39,8 @@ from typing import Any
 import onnx
 from onnx import TensorProto, helper
 
+from ._deploy_program import OPMATH_MARK
+
 MODULE_KEY = "pkg.autocastgen.module"
 REWRITE_KEY = "pkg.autocastgen.rewrite"
 LOW_PRECISION = {TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2,
@@ -197,7 +199,7 @@ def add_module_paths(model: onnx.ModelProto) -> None:
             continue
         if isinstance(parts, list) and len(parts) >= 2:
             node.metadata_props.add(key=MODULE_KEY, value=str(parts[-2]))
-            if str(parts[-1]).startswith("opmath_"):  # Note [scalar operands] in _deploy_program.py
+            if OPMATH_MARK in props.get("pkg.torch.onnx.stack_trace", ""):  # Note [scalar operands]
                 node.metadata_props.add(key=REWRITE_KEY, value="a Python number's arithmetic in float32, as eager's")
 
 

@@ -205,3 +205,20 @@ def test_fused_attention_as_eagers_kernel_computes_it(monkeypatch: pytest.Monkey
     differing = [(out.float() != refs["eager"]).float().mean().item() for out in (ours, plain)]
     assert differing[0] < 0.1 < 0.2 < differing[1], differing
     assert ds.mean_distance(ours, refs["eager"]) < ds.mean_distance(ours, refs["float32"]) / 10
+
+
+def test_the_policys_casts_are_eagers() -> None:
+    # The Casts without pkg.autocastgen.rewrite are the program's: the casts eager made on values
+    # computed from the inputs (weights' casts are folded into bfloat16 initializers).
+    _, _, _, program, export = case("block", "bfloat16", "baked")
+    constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers}
+    eager_casts = [n for n in program.graph.nodes if n.target is torch.ops.aten._to_copy.default
+                   and not (n.args[0].op == "placeholder" and n.args[0].name in constants)]
+    reasons = [{p.key: p.value for p in n.metadata_props}.get(_onnx_pass.REWRITE_KEY)
+               for n in export.model.graph.node if n.op_type == "Cast"]
+    assert reasons.count(None) == len(eager_casts) == 6
+    # q @ k * 0.35355339: eager's float32 opmath, written as a cast up, the Mul, a cast down.
+    opmath = "a Python number's arithmetic in float32, as eager's"
+    assert reasons.count(opmath) == 2
+    assert [n.op_type for n in export.model.graph.node
+            if any(p.value == opmath for p in n.metadata_props)].count("Mul") == 1

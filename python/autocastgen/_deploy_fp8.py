@@ -5,7 +5,8 @@ Note [fp8 in a deployed program]
 A program exported under an fp8 policy quantises activations with PyTorch ops (Note [fp8 traced
 route] in runtime/torch/fp8/operand.cpp) and weights through our op fp8_quantize_weight (or
 fp8_quantize_weight_rowwise), whose kernel holds the weight cache and delayed scaling's history.
-For deployment the weight ops are decomposed into the PyTorch ops of the same scale rule
+For deployment the weight ops (and fp8_quantize, the opaque route's) are decomposed into the
+PyTorch ops of the same scale rule
 (`aten_scale_from_amax` and `aten_power_of_two_scale` in runtime/torch/fp8/quantize.cpp, step for
 step, so the bits are the op's: tests/python/test_deploy_fp8.py), which AOTInductor compiles
 with PyTorch's own `_scaled_mm`, and which ONNX constant-folds into fp8 initializers. Delayed
@@ -65,12 +66,18 @@ def quantize_weight_rowwise(weight: torch.Tensor, dtype: torch.dtype, reduced_di
     return data, scale.reciprocal()
 
 
+def quantize(x: torch.Tensor, dtype: torch.dtype, margin: int = 0, fused: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8_quantize (the opaque route's activations, AUTOCASTGEN_FP8_TRACE=opaque) for a program."""
+    return quantize_weight(x, dtype, "current", 16, margin)
+
+
 def decompositions() -> dict[Any, Any]:
-    """Our fp8 weight ops -> PyTorch ops, for ExportedProgram.run_decompositions."""
+    """Our fp8 quantisation ops -> PyTorch ops, for ExportedProgram.run_decompositions."""
     ops = torch.ops.autocastgen
     table: dict[Any, Any] = {}
     if hasattr(ops, "fp8_quantize_weight"):
         table[ops.fp8_quantize_weight.default] = quantize_weight
+        table[ops.fp8_quantize.default] = quantize
     if hasattr(ops, "fp8_quantize_weight_rowwise"):
         table[ops.fp8_quantize_weight_rowwise.default] = quantize_weight_rowwise
     return table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib.util
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -47,8 +48,8 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
     others = sorted(str(op) for op in ours if op not in fp8_ops)
     if others:
         raise DeployError(
-            f"the program holds autocastgen's ops {others}, which need autocastgen to run (statistics, the watch or "
-            "the opaque fp8 route were on while it was exported): export it with them off")
+            f"the program holds autocastgen's ops {others}, which need autocastgen to run (statistics or the watch "
+            "were on while it was exported): export it with them off")
     if ours:
         with autocast_off(program):
             try:
@@ -60,12 +61,11 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
 
 
 def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None, **options: Any) -> torch.export.ExportedProgram:
-    try:
-        from .export import export  # issue 48's autocastgen.export, when the build has it
-    except ImportError:
+    if importlib.util.find_spec(f"{__package__}.export") is None:  # issue 48's autocastgen.export
         raise DeployError(
             "autocastgen.export is not in this build: pass an ExportedProgram that is already baked (exported, "
-            "then run_decompositions() under torch.autocast with the policy loaded)") from None
+            "then run_decompositions() under torch.autocast with the policy loaded)")
+    from .export import export
     missing = [name for name in ("device", "dtype") if options[name] is None]
     if missing:
         raise DeployError(f"deploying a module needs {' and '.join(missing)}= (what autocastgen.export bakes)")

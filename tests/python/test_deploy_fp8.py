@@ -43,6 +43,7 @@ def test_the_weight_decompositions_give_the_ops_bits() -> None:
         for margin in (0, 3):
             assert same(_deploy_fp8.quantize_weight(w, dtype, "current", 16, margin),
                         ops.fp8_quantize_weight(w, dtype, "current", 16, margin, False))
+            assert same(_deploy_fp8.quantize(w, dtype, margin), ops.fp8_quantize(w, dtype, margin))
             for dim in (0, 1):
                 assert same(_deploy_fp8.quantize_weight_rowwise(w, dtype, dim, margin),
                             ops.fp8_quantize_weight_rowwise(w, dtype, dim, margin, False))
@@ -96,3 +97,14 @@ def test_aoti_refuses_fp8_gemms_a_release_has_no_kernel_for(monkeypatch: pytest.
                        r"aten::_scaled_mm"):
         autocastgen.export_aoti(baked, package_path=tmp_path / "fp8.pt2")
     assert not (tmp_path / "fp8.pt2").exists()
+
+
+def test_the_opaque_routes_activations_are_decomposed_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # AUTOCASTGEN_FP8_TRACE=opaque (docs/fp8.md) traces activations as our op fp8_quantize.
+    monkeypatch.setenv("AUTOCASTGEN_FP8_TRACE", "opaque")
+    model, x = ds.fp8_model()
+    policy = ds.FP8_POLICY % ("current", "tensorwise")
+    baked = ds.baked_program(model, (x,), dtype=torch.bfloat16, policy=policy)
+    assert any(n.target is torch.ops.autocastgen.fp8_quantize.default for n in baked.graph.nodes)
+    (out,) = autocastgen.export_onnx(baked).run(x)
+    assert torch.equal(out.float(), ds.references(model, x, torch.bfloat16, policy)["eager"])

@@ -81,6 +81,8 @@ def test_mixed_layernorm_operands_computed_in_float32() -> None:
 
 def test_module_paths_and_rewrites_in_node_metadata() -> None:
     _, _, _, _, export = case("block", "bfloat16", "baked")
+    # Standard ONNX only: nothing of ours (no custom domain, no functions) is needed to run it.
+    assert {o.domain for o in export.model.opset_import} <= {"", "ai.onnx"} and not export.model.functions
     props = [{p.key: p.value for p in n.metadata_props} for n in export.model.graph.node]
     by_module = {}
     for node, meta in zip(export.model.graph.node, props):

@@ -25,6 +25,9 @@ it already) and offers to Python:
 * the policy in a torch.export program: ``export(model, args, device=..., dtype=...)`` and
   ``apply_policy(program, ...)``: explicit casts, run without autocastgen; ``precision_map``
   (docs/export.md).
+* deployment of a baked program: ``export_onnx(program)`` (ONNX that runs in ONNX Runtime with the
+  policy's precision), ``export_aoti(program, package_path=...)`` (an AOTInductor package that
+  rounds as eager does) (docs/deploy.md).
 
 See docs/python.md.
 """
@@ -33,12 +36,13 @@ from __future__ import annotations
 
 import sys
 
-from . import distributed, insight
+from . import deploy, distributed, insight
 from .advisor import Advice, AdviseError, advise
 from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from ._export import ExportError, apply_policy, export, precision_map
+from .deploy import DeployError, OnnxExport, export_aoti, export_onnx
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
@@ -66,7 +70,9 @@ __all__ = [
     "attach",
     "CompileError",
     "CompiledPolicy",
+    "DeployError",
     "GradScaler",
+    "OnnxExport",
     "PolicyError",
     "Stats",
     "advise",
@@ -74,8 +80,11 @@ __all__ = [
     "autocast",
     "capture_state",
     "cache_dir",
+    "deploy",
     "distributed",
     "export",
+    "export_aoti",
+    "export_onnx",
     "clear_runtime_policies",
     "compile_policy",
     "forget_fp8_selections",

@@ -1,0 +1,224 @@
+"""autocastgen.export_onnx against NVIDIA ModelOpt's AutoCast and onnxconverter-common on the same
+models: error against float32 and against eager under the policy, Cast nodes, ONNX Runtime latency.
+
+  python3 bench/deploy_anchors.py                       # the models' table, markdown
+  python3 bench/deploy_anchors.py --runs 400 --json out.json
+
+The converters run in their own venv (bench/deploy-anchors-venv: they bring other onnx and
+onnxruntime releases), on the float32 ONNX of each model that torch.onnx writes; everything is then
+run and timed here, in the project's onnxruntime. A graph ONNX Runtime cannot load (no kernel for a
+bfloat16 op) is run by onnx.reference instead, and has no latency. Latency: the median of --runs
+session.run calls, as a ratio to the float32 graph's median in the same run (bench/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+sys.path[:0] = [str(BUILD / "python"), str(ROOT / "tests" / "python")]
+
+import numpy  # noqa: E402
+import onnx  # noqa: E402
+import onnx.reference  # noqa: E402
+import onnxruntime  # noqa: E402
+import torch  # noqa: E402
+
+import autocastgen  # noqa: E402
+import deploy_support as ds  # noqa: E402
+
+# What each converter is asked, as near to the policy as its rules reach (op types, node names):
+# "defaults" converts the whole graph but what its built-in rules keep; "linear fp32" keeps the
+# op types of linear layers in float32 (MatMul, Gemm), which takes attention's q @ k with them.
+CONVERT = textwrap.dedent("""
+    import json, sys, onnx
+    job = json.loads(sys.argv[1])
+    if job["tool"] == "modelopt":
+        from modelopt.onnx.autocast import convert_to_mixed_precision
+        model = convert_to_mixed_precision(job["src"], low_precision_type=job["dtype"], keep_io_types=True,
+                                           op_types_to_exclude=job["exclude"] or None, providers=["cpu"])
+    else:
+        from onnxconverter_common import float16
+        model = float16.convert_float_to_float16(onnx.load(job["src"]), keep_io_types=True,
+                                                 op_block_list=(float16.DEFAULT_OP_BLOCK_LIST + job["exclude"]))
+    onnx.save(model, job["out"])
+""")
+
+
+def float32_onnx(model: torch.nn.Module, args: tuple, path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, dynamo=True, verbose=False).save(str(path))
+
+
+def convert(python: str, tool: str, src: Path, dtype: str, exclude: list[str], out: Path) -> str | None:
+    job = {"tool": tool, "src": str(src), "dtype": dtype, "exclude": exclude, "out": str(out)}
+    done = subprocess.run([python, "-c", CONVERT, json.dumps(job)], capture_output=True, text=True)
+    if done.returncode != 0:
+        return done.stderr.strip().splitlines()[-1]
+    return None
+
+
+def run_graph(path: Path, args: tuple, runs: int) -> tuple[numpy.ndarray, str, float | None]:
+    """(first output as float32, what ran it, median seconds per run in onnxruntime or None)."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    try:
+        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception:  # no kernel for a type: onnx.reference runs any
+        model = onnx.load(str(path))
+        evaluator = onnx.reference.ReferenceEvaluator(model)
+        out = evaluator.run(None, {i.name: a.numpy() for i, a in zip(model.graph.input, args)})[0]
+        return numpy.asarray(out, dtype=numpy.float32), "onnx.reference", None
+    (out, *_) = autocastgen.OnnxExport(onnx.load(str(path)), "CPUExecutionProvider").run(*args, session=session)
+    if runs == 0:
+        return out.float().numpy(), "onnxruntime", None
+    feeds = {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+    for _ in range(max(runs // 10, 5)):
+        session.run_with_ort_values(None, feeds)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run_with_ort_values(None, feeds)
+        times.append(time.perf_counter() - start)
+    return out.float().numpy(), "onnxruntime", statistics.median(times)
+
+
+def casts(path: Path) -> str:
+    """Cast nodes; for ours "total (the policy's + type promotion + eager's opmath + the pass's)":
+    type promotion is torch.onnx's exact cast of a mixed-dtype operation's narrower operand."""
+    kinds = {"policy": 0, "promotion": 0, "opmath": 0, "pass": 0}
+    nodes = [n for n in onnx.load(str(path)).graph.node if n.op_type == "Cast"]
+    for node in nodes:
+        meta = {p.key: p.value for p in node.metadata_props}
+        why = meta.get("pkg.autocastgen.rewrite", "")
+        if why.startswith("a Python number"):
+            kinds["opmath"] += 1
+        elif why:
+            kinds["pass"] += 1
+        elif "'convert_element_type" in meta.get("pkg.torch.onnx.name_scopes", ""):
+            kinds["promotion"] += 1
+        else:
+            kinds["policy"] += 1
+    ours = any(kinds[k] for k in ("promotion", "opmath", "pass"))
+    return f"{len(nodes)} ({' + '.join(str(v) for v in kinds.values())})" if ours else str(len(nodes))
+
+
+def activation_casts(program: torch.export.ExportedProgram) -> int:
+    """The program's casts of values computed from the inputs (weights' casts are folded into the
+    ONNX graph's initializers, so only these become Cast nodes)."""
+    constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers,
+                 *program.graph_signature.inputs_to_lifted_tensor_constants}
+    return sum(n.target is torch.ops.aten._to_copy.default and not (n.args[0].op == "placeholder"
+               and n.args[0].name in constants) for n in program.graph.nodes)
+
+
+def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, runs: int) -> list[dict]:
+    if name in ("mlp", "block"):
+        model, x = ds.make(name)
+        args, policy = (x,), ds.POLICY
+    else:
+        model, args = ds.real_model(name)
+        policy = ds.REAL_POLICY
+    refs = ds.references(model, args[0], dtype, policy)
+    dtype_name = str(dtype).removeprefix("torch.")
+    short = {"bfloat16": "bf16", "float16": "fp16"}[dtype_name]
+    src = folder / f"{name}_float32.onnx"
+    float32_onnx(model, args, src)
+    program = ds.baked_program(model, args, dtype=dtype, policy=policy)
+    baked_casts = activation_casts(program)
+    graphs = {"float32 (torch.onnx)": (src, None)}
+    ours = autocastgen.export_onnx(program, path=folder / f"{name}_{short}_ours.onnx")
+    graphs["ours"] = (folder / f"{name}_{short}_ours.onnx", None)
+    linear_ops = ["MatMul", "Gemm"] if policy is ds.POLICY else []
+    jobs = [("modelopt", "ModelOpt AutoCast, defaults", []),
+            ("modelopt", "ModelOpt AutoCast, MatMul/Gemm fp32", linear_ops)]
+    if dtype == torch.float16:
+        jobs += [("onnxconverter", "onnxconverter-common, defaults", []),
+                 ("onnxconverter", "onnxconverter-common, MatMul/Gemm fp32", linear_ops)]
+    for tool, label, exclude in jobs:
+        if label.endswith("fp32") and not exclude:
+            continue  # the real model's policy keeps its GEMMs in the lower-precision dtype
+        out = folder / f"{name}_{short}_{tool}_{len(exclude)}.onnx"
+        error = convert(anchors_python, tool, src, short, exclude, out)
+        graphs[label] = (out, error)
+    rows = []
+    baseline = None
+    for label, (path, error) in graphs.items():
+        row = {"model": name, "dtype": dtype_name, "graph": label}
+        if error is not None:
+            rows.append({**row, "error": error})
+            continue
+        try:
+            out, ran_in, seconds = run_graph(path, args, runs)
+        except Exception as failure:  # noqa: BLE001 - reported in the table
+            rows.append({**row, "error": f"{type(failure).__name__}: {str(failure).splitlines()[0][:120]}"})
+            continue
+        out = torch.from_numpy(out)
+        if label.startswith("float32"):
+            baseline = seconds
+        row.update({"vs float32": ds.distance(out, refs["float32"]), "vs eager": ds.distance(out, refs["eager"]),
+                    "vs default": ds.distance(out, refs["default"]), "mean vs eager": ds.mean_distance(out, refs["eager"]),
+                    "casts": casts(path), "ran in": ran_in,
+                    "latency": None if seconds is None or baseline is None else seconds / baseline,
+                    "seconds": seconds})
+        if label == "ours":
+            row["ours in float32"] = len(ours.in_float32)
+        rows.append(row)
+    rows.append({"model": name, "dtype": dtype_name, "graph": "eager under the policy (reference)",
+                 "vs float32": ds.distance(refs["eager"], refs["float32"]), "vs eager": 0.0,
+                 "vs default": ds.distance(refs["eager"], refs["default"]), "casts": baked_casts,
+                 "ran in": "PyTorch eager"})
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | dtype | graph | vs float32 | vs eager (mean) | vs default lists | Casts (ours: policy's + promotion + opmath + pass's) | ran in | latency / float32 |",
+             "|---|---|---|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | | | | | fails: {r['error']} | |")
+            continue
+        mean = f" ({r['mean vs eager']:.1e})" if "mean vs eager" in r else ""
+        latency = f"{r['latency']:.2f}" if r.get("latency") is not None else "-"
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | {r['vs float32']:.1e} | {r['vs eager']:.1e}{mean} "
+                     f"| {r['vs default']:.1e} | {r['casts']} | {r['ran in']} | {latency} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="mlp,block,bert")
+    parser.add_argument("--dtypes", default="bfloat16,float16")
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--anchors-python", help="python with ModelOpt and onnxconverter-common "
+                        "(default: bench/deploy-anchors-venv's)")
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    anchors = options.anchors_python or subprocess.run(
+        [str(ROOT / "bench" / "deploy-anchors-venv")], capture_output=True, text=True, check=True).stdout.strip()
+    torch.set_num_threads(1)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="deploy-anchors-") as tmp:
+        for name in options.models.split(","):
+            for dtype in options.dtypes.split(","):
+                rows += measure(name, getattr(torch, dtype), anchors, Path(tmp), options.runs)
+    print(f"PyTorch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
+          f"one thread, {options.runs} runs, load average {os.getloadavg()[0]:.1f}")
+    print(table(rows))
+    if options.json:
+        options.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

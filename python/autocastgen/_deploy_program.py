@@ -1,0 +1,163 @@
+"""The program a deployment starts from: a baked ExportedProgram holding only PyTorch's ops, with
+autocast off while it is decomposed, exported or compiled (docs/deploy.md)."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import importlib.util
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from . import _deploy_fp8
+
+# Ops of ours a deployed program may hold only until we decompose them (Note [fp8 in a deployed program]).
+_OUR_NAMESPACE = "autocastgen"
+
+
+class DeployError(ValueError):
+    """A program that cannot be deployed as asked; the message says which node and what to do."""
+
+
+def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
+                       device: str | None = None, dtype: torch.dtype | None = None, policy: Any = None,
+                       ) -> torch.export.ExportedProgram:
+    """A baked ExportedProgram with only PyTorch's ops: `program` itself when it is one (checked), or
+    `autocastgen.export(program, args, kwargs, device=, dtype=, policy=)` of a module. Our fp8 weight
+    ops are decomposed into PyTorch ops; what cannot run without autocastgen raises DeployError."""
+    if not isinstance(program, torch.export.ExportedProgram):
+        program = _export(program, args, kwargs, device=device, dtype=dtype, policy=policy)
+    elif device is not None or dtype is not None or policy is not None or args or kwargs:
+        raise DeployError("an ExportedProgram is deployed as it was baked: device=, dtype=, policy=, args and kwargs "
+                          "are for a module, which autocastgen.export bakes first")
+    else:
+        program = copy.deepcopy(program)  # the passes below edit its graph; the caller's stays as it was
+    ours = set()
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.higher_order.wrap_with_autocast:
+            raise DeployError(
+                f"the program is not baked: node {node.name} is an autocast scope (wrap_with_autocast), whose casts "
+                "are decided when it is decomposed; bake it with autocastgen.export, or run_decompositions() while "
+                "the policy is loaded")
+        if _namespace(node.target) == _OUR_NAMESPACE:
+            ours.add(node.target)
+    fp8_ops = _deploy_fp8.decompositions()
+    others = sorted(str(op) for op in ours if op not in fp8_ops)
+    if others:
+        raise DeployError(
+            f"the program holds autocastgen's ops {others}, which need autocastgen to run (statistics or the watch "
+            "were on while it was exported): export it with them off")
+    if ours:
+        with autocast_off(program):
+            try:
+                program = program.run_decompositions({op: fp8_ops[op] for op in ours})
+            except _deploy_fp8.Fp8ExportError as error:
+                raise DeployError(str(error)) from None
+    _explicit_amax_dims(program)
+    return program
+
+
+def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None, **options: Any) -> torch.export.ExportedProgram:
+    if importlib.util.find_spec(f"{__package__}.export") is None:  # issue 48's autocastgen.export
+        raise DeployError(
+            "autocastgen.export is not in this build: pass an ExportedProgram that is already baked (exported, "
+            "then run_decompositions() under torch.autocast with the policy loaded)")
+    from .export import export
+    missing = [name for name in ("device", "dtype") if options[name] is None]
+    if missing:
+        raise DeployError(f"deploying a module needs {' and '.join(missing)}= (what autocastgen.export bakes)")
+    return export(model, tuple(args), kwargs, **options)
+
+
+def _namespace(target: Any) -> str | None:
+    name = getattr(target, "namespace", None)
+    return name if isinstance(name, str) else None
+
+
+def _explicit_amax_dims(program: torch.export.ExportedProgram) -> None:
+    """`amax(x)` with its default dim=[] (every dimension) spelled out: torch.onnx's translation
+    needs the argument (the traced fp8 route reduces whole tensors so)."""
+    changed = False
+    for node in program.graph.nodes:
+        if node.target is torch.ops.aten.amax.default and len(node.args) == 1 and "dim" not in node.kwargs:
+            node.args = (node.args[0], list(range(node.args[0].meta["val"].dim())), False)
+            changed = True
+    if changed:
+        program.graph_module.recompile()
+
+
+def _devices(program: torch.export.ExportedProgram) -> set[str]:
+    found = {"cpu"}
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        if isinstance(value, torch.Tensor):
+            found.add(value.device.type)
+    return found
+
+
+@contextlib.contextmanager
+def autocast_off(program: torch.export.ExportedProgram) -> Iterator[None]:
+    """PyTorch's and autocastgen's autocast off for the program's devices: its casts are baked, and
+    decomposing or compiling it inside a scope would dispatch its ops through autocast again."""
+    from . import state
+
+    with contextlib.ExitStack() as stack:
+        for device in sorted(_devices(program)):
+            stack.enter_context(torch.autocast(device, enabled=False))
+            if state.is_enabled(device):
+                stack.enter_context(state.autocast(device, enabled=False))
+        yield
+
+
+
+
+# Note [scalar operands]
+# Eager's CPU arithmetic on a bfloat16 or float16 tensor and a Python number computes in float32
+# with the number as a float32 (TensorIterator's opmath), then rounds once: `scores * 0.35355339`.
+# torch.onnx makes the number a constant of the tensor's dtype (0.353515625 in bfloat16), and so
+# does Inductor's lowering, so the product differs from eager's in many elements (the attention
+# block: 6.7e-4 from eager in both). Deployed programs write such calls as eager computes them: the
+# tensor cast up (exact), the op in float32 with the number, one cast down; the block then equals
+# eager bit for bit in ONNX Runtime and in AOTInductor.
+_SCALAR_ARITHMETIC = {torch.ops.aten.mul.Tensor, torch.ops.aten.div.Tensor, torch.ops.aten.add.Tensor,
+                      torch.ops.aten.sub.Tensor, torch.ops.aten.rsub.Scalar, torch.ops.aten.mul.Scalar,
+                      torch.ops.aten.div.Scalar, torch.ops.aten.add.Scalar, torch.ops.aten.sub.Scalar}
+_LOWER_PRECISION = (torch.bfloat16, torch.float16)
+OPMATH_MARK = "[autocastgen] a Python number's arithmetic in float32, as eager's (Note [scalar operands])"
+
+
+def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
+    """Note [scalar operands]. Returns the number of calls rewritten."""
+    graph = program.graph
+    rewritten = 0
+    for node in list(graph.nodes):
+        value = node.meta.get("val")
+        if (node.target not in _SCALAR_ARITHMETIC or not isinstance(value, torch.Tensor)
+                or value.dtype not in _LOWER_PRECISION
+                or not any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in node.args)):
+            continue
+
+        def add(target: Any, args: tuple, kwargs: dict[str, Any], fake_value: Any) -> torch.fx.Node:
+            new = graph.call_function(target, args, kwargs)
+            new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
+            # Decompositions keep a node's stack trace, and torch.onnx writes it into the node's
+            # metadata: the ONNX pass marks these nodes by it.
+            new.meta["stack_trace"] = f"{node.meta.get('stack_trace') or ''}\n{OPMATH_MARK}"
+            new.meta["val"] = fake_value
+            return new
+
+        with graph.inserting_before(node), value.fake_mode:
+            args = tuple(add(torch.ops.aten._to_copy.default, (a,), {"dtype": torch.float32},
+                             a.meta["val"].to(torch.float32)) if isinstance(a, torch.fx.Node) else a for a in node.args)
+            wide = add(node.target, args, dict(node.kwargs),
+                       node.target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args], **node.kwargs))
+            down = add(torch.ops.aten._to_copy.default, (wide,), {"dtype": value.dtype}, wide.meta["val"].to(value.dtype))
+        node.replace_all_uses_with(down)
+        graph.erase_node(node)
+        rewritten += 1
+    if rewritten:
+        program.graph_module.recompile()
+    return rewritten

@@ -1,0 +1,282 @@
+"""What the deployment tests share: the models of issue 49 (an MLP and a causal attention block),
+their policy, the baked programs, and the references (eager under the policy, float32, PyTorch's
+default lists).
+
+Note [the stand-in for autocastgen.export]
+Issue 48's `autocastgen.export(model, args, device=, dtype=, policy=)` bakes a policy into an
+ExportedProgram. Until it is merged, `baked_program` makes the same kind of program: torch.export
+of the plain model (nn_module_stack on every node), then run_decompositions() inside torch.autocast
+with the policy loaded as a runtime policy, which bakes the casts eager makes, bit for bit (tested
+in test_deploy_onnx.py). When autocastgen.export lands, `baked_program`'s body becomes one call of it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
+
+
+def import_autocastgen() -> ModuleType:
+    """The build's autocastgen package, with onnx, onnxscript and onnxruntime (scripts/requirements.txt);
+    the test module is skipped where the build or they are missing (an error where ctest runs it)."""
+    if not (BUILD / "python" / "autocastgen" / "deploy.py").is_file():
+        if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+            raise RuntimeError(f"{BUILD} has no python/autocastgen/deploy.py: build the default targets")
+        pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+    for package in ("onnx", "onnxscript", "onnxruntime"):
+        pytest.importorskip(package)
+    sys.path.insert(0, str(BUILD / "python"))
+    import autocastgen
+
+    return autocastgen
+
+# GELU in the lower-precision dtype, the GEMMs of linear layers in float32, the rest as PyTorch's CPU
+# lists say (matmul, so q @ k, in the lower-precision dtype).
+POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  lower_precision_fp: [gelu]
+  fp32: [linear, addmm, mm]
+"""
+
+# For the real models: attention and the norms in float32, GELU in the lower-precision dtype, the
+# GEMMs (linear, addmm, matmul, conv) in it as PyTorch's CPU lists say.
+REAL_POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  fp32: [scaled_dot_product_attention, batch_norm, layer_norm]
+  lower_precision_fp: [gelu]
+"""
+
+FP8_POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16], fp8: {scaling: %s, granularity: %s}}
+lists:
+  fp8: [linear, mm, addmm]
+"""
+
+
+def fp8_model() -> tuple[torch.nn.Module, torch.Tensor]:
+    """Linear - GELU - Linear with GEMM dimensions fp8 takes (multiples of 16)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16)).eval()
+    return model, torch.randn(16, 32)
+
+
+class MLP(torch.nn.Module):
+    """Linear - GELU - LayerNorm - Linear - softmax."""
+
+    def __init__(self, width: int = 32, hidden: int = 64):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(width, hidden)
+        self.act = torch.nn.GELU()
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.fc2 = torch.nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.fc2(self.norm(self.act(self.fc1(x)))), dim=-1)
+
+
+class Block(torch.nn.Module):
+    """A causal self-attention block with a residual MLP."""
+
+    def __init__(self, width: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads = heads
+        self.norm = torch.nn.LayerNorm(width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+        self.mlp = MLP(width, 2 * width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, width = x.shape
+        q, k, v = (t.view(batch, tokens, self.heads, -1).transpose(1, 2)
+                   for t in self.qkv(self.norm(x)).chunk(3, dim=-1))
+        scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+        causal = torch.ones(tokens, tokens, dtype=torch.bool).tril()
+        attention = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        y = (attention @ v).transpose(1, 2).reshape(batch, tokens, width)
+        return x + self.proj(y) + self.mlp.fc2(self.mlp.act(self.mlp.fc1(x)))
+
+
+class Scoped(torch.nn.Module):
+    """A model whose forward opens the autocast scope itself (the other way users bake casts)."""
+
+    def __init__(self, inner: torch.nn.Module, dtype: torch.dtype):
+        super().__init__()
+        self.inner = inner
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=self.dtype):
+            return self.inner(x)
+
+
+def make(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = {"mlp": MLP, "block": Block}[name]().eval()
+    return model, torch.randn(4, 8, 32)
+
+
+@contextlib.contextmanager
+def policy_loaded(policy: str = POLICY) -> Iterator[None]:
+    import autocastgen
+
+    autocastgen.load_policy(policy)
+    try:
+        yield
+    finally:
+        autocastgen.clear_runtime_policies()
+
+
+def baked_program(model: torch.nn.Module, args: tuple, *, device: str = "cpu", dtype: torch.dtype,
+                  policy: str = POLICY) -> torch.export.ExportedProgram:
+    """Note [the stand-in for autocastgen.export]."""
+    program = torch.export.export(model, args)
+    with policy_loaded(policy), torch.no_grad(), torch.autocast(device, dtype=dtype):
+        return program.run_decompositions({})
+
+
+def scoped_program(model: torch.nn.Module, args: tuple, *, dtype: torch.dtype,
+                   policy: str = POLICY) -> torch.export.ExportedProgram:
+    """The scope inside forward, decomposed while the policy is loaded."""
+    program = torch.export.export(Scoped(model, dtype), args)
+    with policy_loaded(policy), torch.no_grad():
+        return program.run_decompositions({})
+
+
+def references(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype,
+               policy: str = POLICY) -> dict[str, torch.Tensor]:
+    """Eager under the policy, float32, and PyTorch's default lists, as float32 tensors."""
+    with torch.no_grad():
+        float32 = first(model(x))
+        with torch.autocast("cpu", dtype=dtype):
+            default = first(model(x))
+            with policy_loaded(policy):
+                eager = first(model(x))
+    return {"eager": eager.float(), "float32": float32.float(), "default": default.float()}
+
+
+def first(output: object) -> torch.Tensor:
+    """A model's first output: the tensor itself, a tuple's first, a transformers output's logits."""
+    return output if isinstance(output, torch.Tensor) else output[0]
+
+
+def distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest |difference|."""
+    return (a.float() - b.float()).abs().max().item()
+
+
+def mean_distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The mean |difference|: where a few last-bit differences of float32 sums (another summation
+    order than PyTorch's kernels) dominate the largest."""
+    return (a.float() - b.float()).abs().mean().item()
+
+
+class BasicBlock(torch.nn.Module):
+    """ResNet's basic block (torchvision is not installed here)."""
+
+    def __init__(self, channels_in: int, channels: int, stride: int):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels_in, channels, 3, stride, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(channels)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, 1, 1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(channels)
+        self.relu = torch.nn.ReLU()
+        self.downsample = None
+        if stride != 1 or channels_in != channels:
+            self.downsample = torch.nn.Sequential(torch.nn.Conv2d(channels_in, channels, 1, stride, bias=False),
+                                                  torch.nn.BatchNorm2d(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        return self.relu(self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x))))) + identity)
+
+
+class ResNet(torch.nn.Module):
+    """A small ResNet (torchvision's layout: stem, two stages of basic blocks, pooling, fc)."""
+
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(16)
+        self.relu = torch.nn.ReLU()
+        self.layer1 = torch.nn.Sequential(BasicBlock(16, 16, 1), BasicBlock(16, 16, 1))
+        self.layer2 = torch.nn.Sequential(BasicBlock(16, 32, 2), BasicBlock(32, 32, 1))
+        self.avgpool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(32, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer2(self.layer1(self.relu(self.bn1(self.conv1(x)))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+REAL_MODELS = ("llama", "gpt2", "bert", "resnet")
+
+
+def real_model(name: str) -> tuple[torch.nn.Module, tuple]:
+    """A small model of each kind, from a config (nothing downloaded), with its inputs (transformers
+    models without a cache: their programs' outputs are the logits alone)."""
+    torch.manual_seed(0)
+    if name == "resnet":
+        model = ResNet().eval()
+        with torch.no_grad():  # running statistics other than 0 and 1, as a trained model has
+            for module in model.modules():
+                if isinstance(module, torch.nn.BatchNorm2d):
+                    module.running_mean.uniform_(-0.5, 0.5)
+                    module.running_var.uniform_(0.5, 2.0)
+        return model, (torch.randn(2, 3, 16, 16),)
+    import transformers
+
+    common = {"vocab_size": 128, "use_cache": False}
+    if name == "llama":
+        config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                          **common)
+        model = transformers.LlamaForCausalLM(config)
+    elif name == "gpt2":
+        config = transformers.GPT2Config(n_positions=32, n_embd=64, n_layer=2, n_head=4, bos_token_id=0,
+                                         eos_token_id=0, **common)
+        model = transformers.GPT2LMHeadModel(config)
+    elif name == "bert":
+        config = transformers.BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                         intermediate_size=128, max_position_embeddings=32, **common)
+        model = transformers.BertForMaskedLM(config)
+    else:
+        raise ValueError(name)
+    return model.eval(), (torch.randint(0, 128, (2, 16)),)
+
+
+# Runs a package where autocastgen cannot be imported: a fresh interpreter without the build's
+# python/ on its path or our environment variables; it says so before it loads the package.
+_ELSEWHERE = """
+import importlib, importlib.util, sys
+import torch
+assert importlib.util.find_spec("autocastgen") is None, "autocastgen is importable here"
+for name in sys.argv[4:]:  # the model's library, whose output classes the package's pytree names
+    importlib.import_module(name)
+runner = torch._inductor.aoti_load_package(sys.argv[1])
+outputs = runner(*torch.load(sys.argv[2]))
+torch.save(outputs if isinstance(outputs, torch.Tensor) else outputs[0], sys.argv[3])
+assert not [name for name in sys.modules if name.startswith("autocastgen")]
+"""
+
+
+def run_without_autocastgen(package: Path, inputs: tuple, folder: Path, imports: tuple[str, ...] = ()) -> torch.Tensor:
+    """The first output of an AOTInductor package run in a process where autocastgen is absent
+    (and `imports` imported: transformers.modeling_outputs, whose classes a package's outputs name)."""
+    import subprocess
+
+    torch.save(inputs, folder / "inputs.pt")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOCASTGEN_") and k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-c", _ELSEWHERE, str(package), str(folder / "inputs.pt"),
+                    str(folder / "output.pt"), *imports], env=env, check=True, timeout=300, cwd=folder)
+    return torch.load(folder / "output.pt")

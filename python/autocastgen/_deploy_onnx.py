@@ -3,6 +3,7 @@ with the policy's precision (docs/deploy.md; the graph pass: Note [the ONNX pass
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from . import _deploy_fp8
+from ._export_program import recorded
 from ._deploy_program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
 
 NO_KERNEL_CHOICES = ("float32", "keep", "error")
@@ -217,11 +219,12 @@ def _session_refuses(result: OnnxExport) -> str | None:
 
 
 def _stamp(model: Any, program: torch.export.ExportedProgram) -> None:
-    """The program's autocastgen metadata (the policy's name and digest, from autocastgen.export) as
-    the model's metadata_props, keys prefixed `pkg.autocastgen.`."""
-    meta = program.graph_module.meta.get("autocastgen")
-    if isinstance(meta, dict):
-        for key, value in sorted(meta.items()):
-            model.metadata_props.add(key=f"pkg.autocastgen.{key}", value=str(value))
+    """The program's record (Note [the program's record] in _export.py: what decided the casts, its
+    digest, the dtype) as the model's metadata_props, keys prefixed `pkg.autocastgen.`, values JSON
+    where they are not text."""
+    entry = recorded(program)
+    for key, value in sorted((entry or {}).items()):
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        model.metadata_props.add(key=f"pkg.autocastgen.{key}", value=text)
 
 

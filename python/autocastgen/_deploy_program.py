@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import importlib.util
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
-from . import _deploy_fp8
+from ._export_program import is_guard, unguarded
 
-# Ops of ours a deployed program may hold only until we decompose them (Note [fp8 in a deployed program]).
+# A deployed program holds no op of ours (Note [fp8 in a deployed program]).
 _OUR_NAMESPACE = "autocastgen"
 
 
@@ -24,8 +23,8 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
                        device: str | None = None, dtype: torch.dtype | None = None, policy: Any = None,
                        ) -> torch.export.ExportedProgram:
     """A baked ExportedProgram with only PyTorch's ops: `program` itself when it is one (checked), or
-    `autocastgen.export(program, args, kwargs, device=, dtype=, policy=)` of a module. Our fp8 weight
-    ops are decomposed into PyTorch ops; what cannot run without autocastgen raises DeployError."""
+    `autocastgen.export(program, args, kwargs, device=, dtype=, policy=)` of a module, with
+    autocastgen.export's guard scope inlined; what cannot run without autocastgen raises DeployError."""
     if not isinstance(program, torch.export.ExportedProgram):
         program = _export(program, args, kwargs, device=device, dtype=dtype, policy=policy)
     elif device is not None or dtype is not None or policy is not None or args or kwargs:
@@ -34,38 +33,36 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
     else:
         program = copy.deepcopy(program)  # the passes below edit its graph; the caller's stays as it was
     ours = set()
+    guard = False
     for node in program.graph.nodes:
         if node.op != "call_function":
             continue
         if node.target is torch.ops.higher_order.wrap_with_autocast:
+            # Note [the guard] in _export_program.py: autocastgen.export's scope switches autocast off;
+            # any other scope's casts are decided only when it is decomposed.
+            if is_guard(node):
+                guard = True
+                continue
             raise DeployError(
                 f"the program is not baked: node {node.name} is an autocast scope (wrap_with_autocast), whose casts "
                 "are decided when it is decomposed; bake it with autocastgen.export, or run_decompositions() while "
                 "the policy is loaded")
         if _namespace(node.target) == _OUR_NAMESPACE:
             ours.add(node.target)
-    fp8_ops = _deploy_fp8.decompositions()
-    others = sorted(str(op) for op in ours if op not in fp8_ops)
-    if others:
-        raise DeployError(
-            f"the program holds autocastgen's ops {others}, which need autocastgen to run (statistics or the watch "
-            "were on while it was exported): export it with them off")
+    if guard:  # its body inlined, module paths kept; the passes below see every node
+        program = unguarded(program)
     if ours:
-        with autocast_off(program):
-            try:
-                program = program.run_decompositions({op: fp8_ops[op] for op in ours})
-            except _deploy_fp8.Fp8ExportError as error:
-                raise DeployError(str(error)) from None
+        raise DeployError(
+            f"the program holds autocastgen's ops {sorted(str(op) for op in ours)}, which need autocastgen to run "
+            "(statistics or the watch on while it was baked, or fp8 GEMMs decomposed by hand): bake it with "
+            "autocastgen.export, which writes fp8 as PyTorch's ops (docs/export.md)")
     _explicit_amax_dims(program)
     return program
 
 
 def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None, **options: Any) -> torch.export.ExportedProgram:
-    if importlib.util.find_spec(f"{__package__}.export") is None:  # issue 48's autocastgen.export
-        raise DeployError(
-            "autocastgen.export is not in this build: pass an ExportedProgram that is already baked (exported, "
-            "then run_decompositions() under torch.autocast with the policy loaded)")
-    from .export import export
+    from ._export import export
+
     missing = [name for name in ("device", "dtype") if options[name] is None]
     if missing:
         raise DeployError(f"deploying a module needs {' and '.join(missing)}= (what autocastgen.export bakes)")

@@ -130,6 +130,50 @@ def guarded(program: torch.export.ExportedProgram, device: str) -> torch.export.
     return program._update(module, signature)
 
 
+def is_guard(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is a scope that switches autocast off, as guarded() puts around the body."""
+    return (node.op == "call_function" and node.target is torch.ops.higher_order.wrap_with_autocast
+            and node.args[2] is False)
+
+
+def unguarded(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """A copy of ``program`` with guarded()'s scope inlined: its body's nodes in the top graph, each
+    with its metadata (``nn_module_stack``, stack traces), for passes that rewrite a deployed graph
+    (ONNX, AOTInductor). run_decompositions would inline it too, but traces the body anew and drops
+    the nodes' module paths."""
+    import copy
+
+    program = copy.deepcopy(program)
+    module = program.graph_module
+    graph = module.graph
+    for scope in [node for node in graph.nodes if is_guard(node)]:
+        body_attr = scope.args[4]  # the get_attr of the body's submodule
+        body = getattr(module, body_attr.target)
+        env: dict[torch.fx.Node, Any] = {}
+        inputs = iter(scope.args[5:])
+        results: Any = None
+        with graph.inserting_before(scope):
+            for node in body.graph.nodes:
+                if node.op == "placeholder":
+                    env[node] = next(inputs)
+                elif node.op == "output":
+                    results = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
+                elif node.op == "get_attr":
+                    raise ExportError(f"a guarded program's body holds {node.name}, a get_attr the inliner does not move")
+                else:
+                    env[node] = graph.node_copy(node, lambda n: env[n])
+        for user in list(scope.users):  # getitem(scope, i) -> the body's i-th result
+            user.replace_all_uses_with(results[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(scope)
+        if not body_attr.users:
+            graph.erase_node(body_attr)
+            delattr(module, body_attr.target)
+    graph.lint()
+    module.recompile()
+    return program
+
+
 def record(program: torch.export.ExportedProgram, entry: dict[str, Any]) -> None:
     """The policy's record (Note [the program's record] in _export.py) into the program's metadata."""
     custom = dict(program.graph_module.meta.get("custom") or {})

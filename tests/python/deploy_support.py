@@ -2,12 +2,8 @@
 their policy, the baked programs, and the references (eager under the policy, float32, PyTorch's
 default lists).
 
-Note [the stand-in for autocastgen.export]
-Issue 48's `autocastgen.export(model, args, device=, dtype=, policy=)` bakes a policy into an
-ExportedProgram. Until it is merged, `baked_program` makes the same kind of program: torch.export
-of the plain model (nn_module_stack on every node), then run_decompositions() inside torch.autocast
-with the policy loaded as a runtime policy, which bakes the casts eager makes, bit for bit (tested
-in test_deploy_onnx.py). When autocastgen.export lands, `baked_program`'s body becomes one call of it.
+`baked_program` is autocastgen.export (issue 48): torch.export of the model as eager runs it, then
+the policy's casts baked, places kept, the program guarded against autocast twice.
 """
 from __future__ import annotations
 
@@ -139,10 +135,11 @@ def policy_loaded(policy: str = POLICY) -> Iterator[None]:
 
 def baked_program(model: torch.nn.Module, args: tuple, *, device: str = "cpu", dtype: torch.dtype,
                   policy: str = POLICY) -> torch.export.ExportedProgram:
-    """Note [the stand-in for autocastgen.export]."""
-    program = torch.export.export(model, args)
-    with policy_loaded(policy), torch.no_grad(), torch.autocast(device, dtype=dtype):
-        return program.run_decompositions({})
+    """The policy baked into the model's program by autocastgen.export."""
+    import autocastgen
+
+    with torch.no_grad():
+        return autocastgen.export(model, args, device=device, dtype=dtype, policy=policy)
 
 
 def scoped_program(model: torch.nn.Module, args: tuple, *, dtype: torch.dtype,

@@ -1,5 +1,5 @@
-"""fp8 policies deployed (Note [fp8 in a deployed program] in python/autocastgen/_deploy_fp8.py): the
-weight quantisation as PyTorch ops with the bits of our op, ONNX as FP8 QuantizeLinear /
+"""fp8 policies deployed (Note [fp8 in a deployed program] in python/autocastgen/_deploy_fp8.py): a
+program autocastgen.export baked with fp8 GEMMs as PyTorch's ops, as ONNX FP8 QuantizeLinear /
 DequantizeLinear that ONNX Runtime runs as eager ran, and the paths that cannot be deployed refused
 with what to do. (AOTInductor with PyTorch's _scaled_mm: the "fp8" case of test_deploy_aoti.py.)
 """
@@ -18,35 +18,9 @@ import deploy_support as ds  # noqa: E402
 autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 
-from autocastgen import _deploy_fp8  # noqa: E402
-
 if not hasattr(torch.ops.autocastgen, "fp8_quantize_weight") or not torch._C._dispatch_has_kernel_for_dispatch_key(
         "aten::_scaled_mm", "CPU"):
     pytest.skip(f"PyTorch {torch.__version__} has no CPU _scaled_mm: no fp8 policy on the CPU", allow_module_level=True)
-
-
-def weights() -> list[torch.Tensor]:
-    torch.manual_seed(5)
-    w = torch.randn(48, 32)
-    rows_apart = w.clone()
-    rows_apart[::7] *= 1e4
-    return [w, w * 1e-30, torch.zeros(16, 32), rows_apart, w.to(torch.bfloat16), w.to(torch.float16)]
-
-
-def same(a: tuple[torch.Tensor, torch.Tensor], b: tuple[torch.Tensor, torch.Tensor]) -> bool:
-    return torch.equal(a[0].view(torch.uint8), b[0].view(torch.uint8)) and torch.equal(a[1], b[1])
-
-
-def test_the_weight_decompositions_give_the_ops_bits() -> None:
-    ops, dtype = torch.ops.autocastgen, torch.float8_e4m3fn  # the forward's format (docs/fp8.md)
-    for w in weights():
-        for margin in (0, 3):
-            assert same(_deploy_fp8.quantize_weight(w, dtype, "current", 16, margin),
-                        ops.fp8_quantize_weight(w, dtype, "current", 16, margin, False))
-            assert same(_deploy_fp8.quantize(w, dtype, margin), ops.fp8_quantize(w, dtype, margin))
-            for dim in (0, 1):
-                assert same(_deploy_fp8.quantize_weight_rowwise(w, dtype, dim, margin),
-                            ops.fp8_quantize_weight_rowwise(w, dtype, dim, margin, False))
 
 
 @functools.cache
@@ -59,7 +33,9 @@ def program(scaling: str, granularity: str) -> tuple:
 
 def test_fp8_onnx_as_quantize_and_dequantize_linear_runs_as_eager() -> None:
     x, refs, baked = program("current", "tensorwise")
-    assert any(n.target is torch.ops.autocastgen.fp8_quantize_weight.default for n in baked.graph.nodes)
+    nodes = list(autocastgen._export_program.unguarded(baked).graph.nodes)
+    assert sum(n.target is torch.ops.aten._scaled_mm.default for n in nodes) == 2
+    assert not any(getattr(n.target, "namespace", None) == "autocastgen" for n in nodes)
     export = autocastgen.export_onnx(baked)
     onnx.checker.check_model(export.model, full_check=True)
     ops = [n.op_type for n in export.model.graph.node]
@@ -82,9 +58,10 @@ def test_what_cannot_be_deployed_is_refused_with_what_to_do() -> None:
     _, _, tensorwise = program("current", "tensorwise")
     with pytest.raises(autocastgen.DeployError, match="opset=18: float8 types need opset 19 or later"):
         autocastgen.export_onnx(tensorwise, opset=18)
-    _, _, delayed = program("delayed", "tensorwise")
-    with pytest.raises(autocastgen.DeployError, match="fp8 weights with delayed scaling cannot be deployed"):
-        autocastgen.export_onnx(delayed)
+    model, x = ds.fp8_model()
+    with pytest.raises(RuntimeError, match="delayed scaling takes a weight's scale from the amaxes of earlier calls"):
+        autocastgen.export_onnx(model, (x,), device="cpu", dtype=torch.bfloat16,
+                                policy=ds.FP8_POLICY % ("delayed", "tensorwise"))
 
 
 def test_aoti_refuses_fp8_gemms_a_release_has_no_kernel_for(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -99,12 +76,14 @@ def test_aoti_refuses_fp8_gemms_a_release_has_no_kernel_for(monkeypatch: pytest.
     assert not (tmp_path / "fp8.pt2").exists()
 
 
-def test_the_opaque_routes_activations_are_decomposed_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    # AUTOCASTGEN_FP8_TRACE=opaque (docs/fp8.md) traces activations as our op fp8_quantize.
+def test_the_opaque_route_exports_pytorch_ops_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # AUTOCASTGEN_FP8_TRACE=opaque (docs/fp8.md) traces activations as our op fp8_quantize under
+    # torch.compile; autocastgen.export writes PyTorch's ops whatever it says.
     monkeypatch.setenv("AUTOCASTGEN_FP8_TRACE", "opaque")
     model, x = ds.fp8_model()
     policy = ds.FP8_POLICY % ("current", "tensorwise")
     baked = ds.baked_program(model, (x,), dtype=torch.bfloat16, policy=policy)
-    assert any(n.target is torch.ops.autocastgen.fp8_quantize.default for n in baked.graph.nodes)
+    nodes = autocastgen._export_program.unguarded(baked).graph.nodes
+    assert not any(getattr(n.target, "namespace", None) == "autocastgen" for n in nodes)
     (out,) = autocastgen.export_onnx(baked).run(x)
     assert torch.equal(out.float(), ds.references(model, x, torch.bfloat16, policy)["eager"])

@@ -7,6 +7,8 @@ ctest sets AUTOCASTGEN_BUILD_DIR; by hand:
 """
 from __future__ import annotations
 
+import json
+
 import functools
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
-from autocastgen import _onnx_kernels, _onnx_pass  # noqa: E402
+from autocastgen import _export_program, _onnx_kernels, _onnx_pass  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -40,7 +42,7 @@ def case(name: str, dtype: str, baked: str) -> tuple:
 @pytest.mark.parametrize("name", ["mlp", "block"])
 def test_the_eight_graphs_run_in_onnxruntime_as_eager_ran_them(name: str, dtype: str, baked: str) -> None:
     model, x, refs, program, export = case(name, dtype, baked)
-    # The stand-in bakes eager's casts bit for bit (Note [the stand-in for autocastgen.export]).
+    # autocastgen.export, and the policy decomposed under a scope in forward, bake eager's casts bit for bit.
     assert torch.equal(ds.first(program.module()(x)).float(), refs["eager"])
     onnx.checker.check_model(export.model, full_check=True)
     (out,) = export.run(x)
@@ -148,9 +150,26 @@ def test_no_kernel_choices_and_refusals() -> None:
     unbaked = torch.export.export(ds.Scoped(ds.make("mlp")[0], torch.bfloat16), (x,))
     with pytest.raises(autocastgen.DeployError, match="not baked: node .* is an autocast scope"):
         autocastgen.export_onnx(unbaked)
-    if not hasattr(autocastgen, "export"):  # issue 48's autocastgen.export is not in this build yet
-        with pytest.raises(autocastgen.DeployError, match="autocastgen.export is not in this build"):
-            autocastgen.export_onnx(ds.make("mlp")[0], (x,), device="cpu", dtype=torch.bfloat16)
+    with pytest.raises(autocastgen.DeployError, match="needs dtype="):
+        autocastgen.export_onnx(ds.make("mlp")[0], (x,), device="cpu")
+
+
+def test_a_module_is_baked_by_autocastgen_export_and_its_record_kept() -> None:
+    """export_onnx(module, args, device=, dtype=, policy=) bakes through autocastgen.export: the same
+    graph as deploying the baked program, and the program's record in the ONNX model's metadata."""
+    model, x = ds.make("block")
+    refs = ds.references(model, x, torch.bfloat16)
+    direct = autocastgen.export_onnx(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ds.POLICY)
+    baked = autocastgen.export_onnx(ds.baked_program(model, (x,), dtype=torch.bfloat16))
+    (out,) = direct.run(x)
+    assert torch.equal(out, refs["eager"])
+    assert torch.equal(out, baked.run(x)[0])
+    props = {p.key: p.value for p in direct.model.metadata_props}
+    record = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16,
+                                policy=ds.POLICY).graph_module.meta["custom"]["autocastgen"]
+    assert record, "autocastgen.export records the policy it baked"
+    for key, value in record.items():
+        assert props[f"pkg.autocastgen.{key}"] == (value if isinstance(value, str) else json.dumps(value, sort_keys=True))
 
 
 def test_the_kernel_table_is_onnxruntimes() -> None:
@@ -213,6 +232,7 @@ def test_the_policys_casts_are_eagers() -> None:
     # The Casts without pkg.autocastgen.rewrite are the program's: the casts eager made on values
     # computed from the inputs (weights' casts are folded into bfloat16 initializers).
     _, _, _, program, export = case("block", "bfloat16", "baked")
+    program = _export_program.unguarded(program)  # the body out of autocastgen.export's guard scope
     constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers}
     eager_casts = [n for n in program.graph.nodes if n.target is torch.ops.aten._to_copy.default
                    and not (n.args[0].op == "placeholder" and n.args[0].name in constants)]

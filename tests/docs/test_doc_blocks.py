@@ -253,12 +253,13 @@ def output_pattern(shown: list[str]) -> re.Pattern:
 # compile_policy's progress lines, printed only when it compiles (the first use of a policy).
 COMPILE_PROGRESS = re.compile(r"^autocastgen: compil(ing|ed) policy '")
 # The source line a C++ warning names (TORCH_WARN's "Triggered internally at FILE:LINE."), which
-# moves with every edit of FILE.
-WARNING_SOURCE_LINE = re.compile(r"(\(Triggered internally at [^\s()]+):\d+\.\)")
+# moves with every edit of FILE; FILE is relative to the build directory when ccache rewrote the
+# compiler's paths (CCACHE_BASEDIR, as scripts/test sets it), else absolute: shown as `../<path>`.
+WARNING_SOURCE_LINE = re.compile(r"\(Triggered internally at (?:[^\s()]*/)?((?:runtime|kernels)/[^\s():]+):\d+\.\)")
 
 
 def without_warning_lines(text: str) -> str:
-    return WARNING_SOURCE_LINE.sub(r"\1:N.)", text)
+    return WARNING_SOURCE_LINE.sub(r"(Triggered internally at ../\1:N.)", text)
 
 
 def normalised(text: str) -> str:

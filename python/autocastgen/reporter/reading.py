@@ -44,6 +44,19 @@ _LONG_LINE = 400  # characters: a longer source line is shown around its column
 MAX_DEPTH = 64  # nested objects and arrays, the file itself included (kMaxYamlDepth in core/support/yaml.h)
 MAX_COUNT = 2**64 - 1  # the largest count the C++ reader takes (a uint64_t)
 
+_QUOTED_BYTES = 40  # as the stats verb quotes a value (shortened() in core/support/strings.h)
+
+
+def _shortened(text: str) -> str:
+    """At most 40 bytes of UTF-8, cut between characters, then `...`: the stats verb's form."""
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) <= _QUOTED_BYTES:
+        return text
+    end = _QUOTED_BYTES
+    while end > 0 and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[:end].decode("utf-8", "surrogateescape") + "..."
+
 
 @dataclass(frozen=True)
 class Diagnostic:
@@ -216,13 +229,13 @@ class _Checker:
         if isinstance(value, (dict, list)) or value is None:
             return _describe(value)
         if isinstance(value, str):
-            return f"'{value}'"
+            return f"'{_shortened(value)}'"
         if isinstance(value, _LongNumber):
-            return f"'{value.text}'"
+            return f"'{_shortened(value.text)}'"
         if self._locating:
             start, length = self.spans.member(obj, key)
-            return f"'{self.spans.text[start:start + length]}'"
-        return f"'{json.dumps(value)}'"
+            return f"'{_shortened(self.spans.text[start:start + length])}'"
+        return f"'{_shortened(json.dumps(value))}'"
 
     # --- values ---
     def integer(self, obj: dict[str, Any], key: str, what: str) -> bool:

@@ -83,7 +83,7 @@ def note_read() -> int:
     context = _tracing_context()
     if context is None:
         return 0
-    if torch.compiler.is_exporting():
+    if _is_exporting():
         _warn_export_drops_the_scope()
     if _backward_in_the_forward_scope():
         return 2
@@ -121,6 +121,12 @@ def _backward_in_the_forward_scope() -> bool:
 # once per process. autocastgen.export's own float32 export runs with ``exporting_quietly`` set.
 _warned_about_export = False
 exporting_quietly = threading.local()
+
+
+def _is_exporting() -> bool:
+    """torch.compiler.is_exporting(), which PyTorch 2.4 lacks (nor can it bake programs: docs/export.md)."""
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting()) if is_exporting is not None else False
 
 
 def _warn_export_drops_the_scope() -> None:

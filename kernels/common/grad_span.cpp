@@ -8,7 +8,7 @@
 namespace autocastgen::kernels {
 
 void throw_invalid_grad_span(std::span<const GradSpan> grads, std::size_t index, const char* who,
-                             std::source_location where) {
+                             CallSite where) {
   const GradSpan& g = grads[index];
   const std::string prefix = std::string(who) + ": gradient " + std::to_string(index) + " ";
   if (dtype_size(g.dtype) == 0) throw_invalid_argument(prefix + "has an unknown dtype", where);

@@ -8,6 +8,10 @@
 
 #include "span_kernels.h"
 
+#if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
+#include <cpuid.h>
+#endif
+
 namespace autocastgen::kernels {
 namespace detail {
 namespace {
@@ -41,9 +45,13 @@ namespace {
 
 bool cpu_has_avx2() {
 #if defined(AUTOCASTGEN_KERNELS_HAVE_AVX2)
-  // libgcc's checks include the OS saving YMM state.
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // The builtin's checks include the OS saving YMM state. F16C from CPUID: clang before 15 has no
+  // "f16c" name for the builtin (the fuzz preset's clang-14).
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  }();
   return has;
 #else
   return false;

@@ -2,13 +2,16 @@
 models: error against float32 and against eager under the policy, Cast nodes, ONNX Runtime latency.
 
   python3 bench/deploy_anchors.py                       # the models' table, markdown
-  python3 bench/deploy_anchors.py --runs 400 --json out.json
+  python3 bench/deploy_anchors.py --rounds 40 --runs 50 --json out.json
 
 The converters run in their own venv (bench/deploy-anchors-venv: they bring other onnx and
 onnxruntime releases), on the float32 ONNX of each model that torch.onnx writes; everything is then
 run and timed here, in the project's onnxruntime. A graph ONNX Runtime cannot load (no kernel for a
-bfloat16 op) is run by onnx.reference instead, and has no latency. Latency: the median of --runs
-session.run calls, as a ratio to the float32 graph's median in the same run (bench/README.md).
+bfloat16 op) is run by onnx.reference instead, and has no latency. Latency is taken in turns
+(bench/gpu/paired.py): --rounds rounds, each running every graph of the model for a block of
+--runs calls in a rotated order; a graph's ratio in a round is its median call over the float32
+graph's in that round, and the table gives the median of the rounds' ratios and their quartiles
+(bench/README.md). What drifts over a run moves all graphs of a round alike.
 """
 from __future__ import annotations
 
@@ -22,11 +25,12 @@ import tempfile
 import textwrap
 import time
 import warnings
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-sys.path[:0] = [str(BUILD / "python"), str(ROOT / "tests" / "python")]
+sys.path[:0] = [str(BUILD / "python"), str(ROOT / "tests" / "python"), str(ROOT / "bench" / "gpu")]
 
 import numpy  # noqa: E402
 import onnx  # noqa: E402
@@ -36,6 +40,7 @@ import torch  # noqa: E402
 
 import autocastgen  # noqa: E402
 import deploy_support as ds  # noqa: E402
+from paired import paired_ratios  # noqa: E402
 
 # What each converter is asked, as near to the policy as its rules reach (op types, node names):
 # "defaults" converts the whole graph but what its built-in rules keep; "linear fp32" keeps the
@@ -69,8 +74,8 @@ def convert(python: str, tool: str, src: Path, dtype: str, exclude: list[str], o
     return None
 
 
-def run_graph(path: Path, args: tuple, runs: int) -> tuple[numpy.ndarray, str, float | None]:
-    """(first output as float32, what ran it, median seconds per run in onnxruntime or None)."""
+def run_graph(path: Path, args: tuple) -> tuple[numpy.ndarray, str, Any]:
+    """(first output as float32, what ran it, the onnxruntime session or None)."""
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     try:
@@ -81,17 +86,28 @@ def run_graph(path: Path, args: tuple, runs: int) -> tuple[numpy.ndarray, str, f
         out = evaluator.run(None, {i.name: a.numpy() for i, a in zip(model.graph.input, args)})[0]
         return numpy.asarray(out, dtype=numpy.float32), "onnx.reference", None
     (out, *_) = autocastgen.OnnxExport(onnx.load(str(path)), "CPUExecutionProvider").run(*args, session=session)
-    if runs == 0:
-        return out.float().numpy(), "onnxruntime", None
-    feeds = {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in zip(session.get_inputs(), args)}
-    for _ in range(max(runs // 10, 5)):
-        session.run_with_ort_values(None, feeds)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        session.run_with_ort_values(None, feeds)
-        times.append(time.perf_counter() - start)
-    return out.float().numpy(), "onnxruntime", statistics.median(times)
+    return out.float().numpy(), "onnxruntime", session
+
+
+def latency_in_turns(sessions: dict[str, Any], args: tuple, rounds: int, runs: int) -> dict[str, dict]:
+    """Each graph's ratio to the first one's (float32), round by round (module docstring)."""
+    feeds = {label: {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in
+                     zip(session.get_inputs(), args)} for label, session in sessions.items()}
+    for label, session in sessions.items():  # warm-up
+        for _ in range(max(runs // 10, 5)):
+            session.run_with_ort_values(None, feeds[label])
+    labels = list(sessions)
+    medians: dict[str, list[float]] = {label: [] for label in labels}
+    for r in range(rounds):
+        for label in labels[r % len(labels):] + labels[:r % len(labels)]:
+            session, feed, times = sessions[label], feeds[label], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                session.run_with_ort_values(None, feed)
+                times.append(time.perf_counter() - start)
+            medians[label].append(statistics.median(times))
+    return {label: {**paired_ratios(medians[label], medians[labels[0]]),
+                    "seconds": statistics.median(medians[label])} for label in labels}
 
 
 def casts(path: Path) -> str:
@@ -114,19 +130,45 @@ def casts(path: Path) -> str:
     return f"{len(nodes)} ({' + '.join(str(v) for v in kinds.values())})" if ours else str(len(nodes))
 
 
+def equal_share(out: torch.Tensor, reference: torch.Tensor) -> float:
+    """The share of output elements equal to the reference's: at a deployed width GEMMs of another
+    summation order than PyTorch's round a few sums the other way, and those ulps spread through the
+    layers, so the largest difference is an ulp of the output's dtype for every graph."""
+    return torch.eq(out.float(), reference.float()).float().mean().item()
+
+
 def activation_casts(program: torch.export.ExportedProgram) -> int:
     """The program's casts of values computed from the inputs (weights' casts are folded into the
-    ONNX graph's initializers, so only these become Cast nodes)."""
+    ONNX graph's initializers, so only these become Cast nodes), with export's guard scope inlined."""
+    from autocastgen._export_program import unguarded
+
+    program = unguarded(program)
     constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers,
                  *program.graph_signature.inputs_to_lifted_tensor_constants}
     return sum(n.target is torch.ops.aten._to_copy.default and not (n.args[0].op == "placeholder"
                and n.args[0].name in constants) for n in program.graph.nodes)
 
 
-def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, runs: int) -> list[dict]:
+def bert_base() -> tuple[torch.nn.Module, tuple]:
+    """BERT-base's layer widths (hidden 768, 12 heads, 3072) in two layers, a sequence of 128: what
+    per-node costs weigh when GEMMs are of a deployed size, not the tests' tiny config."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(hidden_size=768, num_hidden_layers=2, num_attention_heads=12,
+                                     intermediate_size=3072, max_position_embeddings=128, vocab_size=1024,
+                                     use_cache=False)
+    return transformers.BertForMaskedLM(config).eval(), (torch.randint(0, 1024, (1, 128)),)
+
+
+def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, rounds: int,
+            runs: int) -> list[dict]:
     if name in ("mlp", "block"):
         model, x = ds.make(name)
         args, policy = (x,), ds.POLICY
+    elif name == "bert-base":
+        model, args = bert_base()
+        policy = ds.REAL_POLICY
     else:
         model, args = ds.real_model(name)
         policy = ds.REAL_POLICY
@@ -140,6 +182,9 @@ def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, ru
     graphs = {"float32 (torch.onnx)": (src, None)}
     ours = autocastgen.export_onnx(program, path=folder / f"{name}_{short}_ours.onnx")
     graphs["ours"] = (folder / f"{name}_{short}_ours.onnx", None)
+    if dtype == torch.float16:  # ONNX Runtime runs float16 ops it has no kernel for in float32 itself
+        autocastgen.export_onnx(program, no_kernel="keep", path=folder / f"{name}_{short}_ours_keep.onnx")
+        graphs["ours, no_kernel=\"keep\""] = (folder / f"{name}_{short}_ours_keep.onnx", None)
     linear_ops = ["MatMul", "Gemm"] if policy is ds.POLICY else []
     jobs = [("modelopt", "ModelOpt AutoCast, defaults", []),
             ("modelopt", "ModelOpt AutoCast, MatMul/Gemm fp32", linear_ops)]
@@ -152,55 +197,60 @@ def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, ru
         out = folder / f"{name}_{short}_{tool}_{len(exclude)}.onnx"
         error = convert(anchors_python, tool, src, short, exclude, out)
         graphs[label] = (out, error)
-    rows = []
-    baseline = None
+    rows, sessions = [], {}
     for label, (path, error) in graphs.items():
         row = {"model": name, "dtype": dtype_name, "graph": label}
         if error is not None:
             rows.append({**row, "error": error})
             continue
         try:
-            out, ran_in, seconds = run_graph(path, args, runs)
+            out, ran_in, session = run_graph(path, args)
         except Exception as failure:  # noqa: BLE001 - reported in the table
             rows.append({**row, "error": f"{type(failure).__name__}: {str(failure).splitlines()[0][:120]}"})
             continue
+        if session is not None:
+            sessions[label] = session
         out = torch.from_numpy(out)
-        if label.startswith("float32"):
-            baseline = seconds
         row.update({"vs float32": ds.distance(out, refs["float32"]), "vs eager": ds.distance(out, refs["eager"]),
                     "vs default": ds.distance(out, refs["default"]), "mean vs eager": ds.mean_distance(out, refs["eager"]),
-                    "casts": casts(path), "ran in": ran_in,
-                    "latency": None if seconds is None or baseline is None else seconds / baseline,
-                    "seconds": seconds})
+                    "equal to eager": equal_share(out, refs["eager"]), "casts": casts(path), "ran in": ran_in})
         if label == "ours":
             row["ours in float32"] = len(ours.in_float32)
         rows.append(row)
+    if rounds and "float32 (torch.onnx)" in sessions:
+        latency = latency_in_turns(sessions, args, rounds, runs)
+        for row in rows:
+            if row["graph"] in latency:
+                row["latency"] = latency[row["graph"]]
     rows.append({"model": name, "dtype": dtype_name, "graph": "eager under the policy (reference)",
-                 "vs float32": ds.distance(refs["eager"], refs["float32"]), "vs eager": 0.0,
+                 "vs float32": ds.distance(refs["eager"], refs["float32"]), "vs eager": 0.0, "equal to eager": 1.0,
                  "vs default": ds.distance(refs["eager"], refs["default"]), "casts": baked_casts,
                  "ran in": "PyTorch eager"})
     return rows
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| model | dtype | graph | vs float32 | vs eager (mean) | vs default lists | Casts (ours: policy's + promotion + opmath + pass's) | ran in | latency / float32 |",
-             "|---|---|---|---:|---:|---:|---:|---|---:|"]
+    lines = ["| model | dtype | graph | vs float32 | vs eager (mean) | = eager | vs default lists | Casts (ours: policy's + promotion + opmath + pass's) | ran in | latency / float32 (quartiles) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | | | | | fails: {r['error']} | |")
+            lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | | | | | | fails: {r['error']} | |")
             continue
         mean = f" ({r['mean vs eager']:.1e})" if "mean vs eager" in r else ""
-        latency = f"{r['latency']:.2f}" if r.get("latency") is not None else "-"
+        turns = r.get("latency")
+        latency = f"{turns['median']:.2f} ({turns['q1']:.2f}-{turns['q3']:.2f})" if turns else "-"
         lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | {r['vs float32']:.1e} | {r['vs eager']:.1e}{mean} "
+                     f"| {100 * r['equal to eager']:.1f} % "
                      f"| {r['vs default']:.1e} | {r['casts']} | {r['ran in']} | {latency} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="mlp,block,bert")
+    parser.add_argument("--models", default="mlp,block,bert,bert-base")
     parser.add_argument("--dtypes", default="bfloat16,float16")
-    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=20, help="turns of all graphs (0: no latency)")
+    parser.add_argument("--runs", type=int, default=50, help="calls per graph in a turn")
     parser.add_argument("--anchors-python", help="python with ModelOpt and onnxconverter-common "
                         "(default: bench/deploy-anchors-venv's)")
     parser.add_argument("--json", type=Path)
@@ -212,9 +262,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="deploy-anchors-") as tmp:
         for name in options.models.split(","):
             for dtype in options.dtypes.split(","):
-                rows += measure(name, getattr(torch, dtype), anchors, Path(tmp), options.runs)
+                rows += measure(name, getattr(torch, dtype), anchors, Path(tmp), options.rounds, options.runs)
     print(f"PyTorch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
-          f"one thread, {options.runs} runs, load average {os.getloadavg()[0]:.1f}")
+          f"one thread, {options.rounds} rounds of {options.runs} calls, load average {os.getloadavg()[0]:.1f}")
     print(table(rows))
     if options.json:
         options.json.write_text(json.dumps(rows, indent=1))

@@ -116,6 +116,10 @@ def _eager_scope(model: torch.nn.Module, device: str, dtype: torch.dtype) -> Ite
             yield
 
 
+# The first PyTorch release export is tested with (docs/export.md, "What is refused").
+VERIFIED_FROM = (2, 15)
+
+
 def supported() -> str | None:
     """Why this PyTorch cannot bake a program (None: it can): the guard is PyTorch's
     wrap_with_autocast and the pass that makes it, the decomposition table the list of its
@@ -125,6 +129,11 @@ def supported() -> str | None:
         from torch._export.utils import _collect_all_valid_cia_ops  # noqa: F401
     except ImportError as error:
         return f"autocastgen.export needs a PyTorch with torch.export's autocast pass ({error}); this is {torch.__version__}"
+    # 2.7 has the pass, but its traces put the guard's body and the decompositions otherwise
+    # (the baking fails in torch.fx); releases between are not verified (docs/export.md).
+    if tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2]) < VERIFIED_FROM:
+        return (f"autocastgen.export is verified with PyTorch {VERIFIED_FROM[0]}.{VERIFIED_FROM[1]} and later; "
+                f"this is {torch.__version__}")
     return None
 
 
@@ -190,7 +199,7 @@ def export(
         device, dtype: autocast's device type and lower-precision dtype (float16 or bfloat16).
         policy: None: what is in force (runtime policies, loaded generated libraries, else
             PyTorch's lists); a path or YAML text: loaded over them for this export only.
-        export_kwargs: torch.export.export's (``dynamic_shapes``, ``strict``, ...).
+        export_kwargs: torch.export.export's (``dynamic_shapes``, ``strict``: False unless given, ...).
 
     Raises:
         ExportError: the traced program would need autocastgen to run (an fp8 entry outside
@@ -200,6 +209,9 @@ def export(
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
     _refuse_unsupported()
+    # Non-strict unless asked: the policy's scope is eager Python around the trace, which Dynamo's
+    # strict trace (torch.export's default before PyTorch 2.8) takes in only where it knows the scope.
+    export_kwargs.setdefault("strict", False)
     with _policy_for_this_export(policy):
         with _quiet(), _eager_scope(model, device, dtype):
             program = torch.export.export(model, tuple(args), kwargs, **export_kwargs)

@@ -223,6 +223,15 @@ def test_the_scope_the_call_sits_in_changes_nothing() -> None:
         assert torch.equal(program.module()(x), plain.module()(x))
 
 
+def test_a_release_before_the_verified_one_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2.7 has torch.export's autocast pass but bakes wrongly: the refusal is by release, with a message.
+    monkeypatch.setattr(torch, "__version__", "2.7.1+cpu")
+    assert autocastgen._export.supported() == "autocastgen.export is verified with PyTorch 2.15 and later; this is 2.7.1+cpu"
+    model, x = model_and_input("mlp")
+    with pytest.raises(autocastgen.ExportError, match=r"verified with PyTorch 2\.15 and later; this is 2\.7\.1"):
+        autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ISSUE_POLICY)
+
+
 def test_export_kwargs_reach_torch_export_dynamic_shapes_and_strict() -> None:
     model, x = model_and_input("mlp")
     other = torch.randn(7, 16)

@@ -15,6 +15,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from built_tree import require_built
+from export_checks import ISSUE_POLICY
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,25 +26,14 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 def import_autocastgen() -> ModuleType:
     """The build's autocastgen package, with onnx, onnxscript and onnxruntime (scripts/requirements.txt);
     the test module is skipped where the build or they are missing (an error where ctest runs it)."""
-    if not (BUILD / "python" / "autocastgen" / "deploy.py").is_file():
-        if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-            raise RuntimeError(f"{BUILD} has no python/autocastgen/deploy.py: build the default targets")
-        pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+    require_built(BUILD, "python/autocastgen/deploy.py")
     for package in ("onnx", "onnxscript", "onnxruntime"):
         pytest.importorskip(package)
-    sys.path.insert(0, str(BUILD / "python"))
     import autocastgen
 
     return autocastgen
 
-# GELU in the lower-precision dtype, the GEMMs of linear layers in float32, the rest as PyTorch's CPU
-# lists say (matmul, so q @ k, in the lower-precision dtype).
-POLICY = """\
-autocast: {device: cpu, lower_precision: [bfloat16, float16]}
-lists:
-  lower_precision_fp: [gelu]
-  fp32: [linear, addmm, mm]
-"""
+POLICY = ISSUE_POLICY  # export's (export_checks.py): GELU lower, linear layers' GEMMs float32
 
 # For the real models: attention and the norms in float32, GELU in the lower-precision dtype, the
 # GEMMs (linear, addmm, matmul, conv) in it as PyTorch's CPU lists say.

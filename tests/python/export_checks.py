@@ -18,6 +18,15 @@ from typing import Any
 
 import torch
 
+# The export and deploy issues' policy: differs from PyTorch's CPU lists (GELU in the lower-precision
+# dtype, the GEMMs of linear layers in float32; matmul, so q @ k, stays lower as PyTorch's lists say).
+ISSUE_POLICY = """\
+autocast: {device: cpu, lower_precision: [bfloat16, float16]}
+lists:
+  lower_precision_fp: [gelu]
+  fp32: [linear, addmm, mm]
+"""
+
 CHILD = r"""
 import json, sys
 try:

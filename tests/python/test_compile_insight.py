@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 import torch
 
 
@@ -24,11 +25,7 @@ TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CPU_LIB = BUILD / "lib" / "libautocastgen_torch_cpu.so"
-if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file() or not CPU_LIB.is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen or {CPU_LIB.name}: build the default targets")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/__init__.py", CPU_LIB)
 
 import autocastgen  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402

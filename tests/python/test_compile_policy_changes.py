@@ -17,16 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 MM_ONLY_LIB = BUILD / "lib" / "libautocastgen_test_mm_only.so"
-if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file() or not MM_ONLY_LIB.is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen or {MM_ONLY_LIB.name}: build the default targets")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/__init__.py", MM_ONLY_LIB)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import autocastgen  # noqa: E402

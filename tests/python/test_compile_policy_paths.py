@@ -23,14 +23,11 @@ import types
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "_build_tree.py").is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen/_build_tree.py: build the autocastgen_python target")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/_build_tree.py")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from child_process import last_json, run_child  # noqa: E402
 from small_fs import can_mount, remount, tmpfs  # noqa: E402

@@ -25,18 +25,11 @@ CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastge
 sys.path.insert(0, str(BUILD / "python"))
 autocastgen = pytest.importorskip("autocastgen")
 
-from export_checks import SavedCases  # noqa: E402
+from export_checks import ISSUE_POLICY, SavedCases  # noqa: E402
 
 pytestmark = pytest.mark.skipif(autocastgen._export.supported() is not None,
                                 reason=str(autocastgen._export.supported()))
 
-# The issue's policy: differs from PyTorch's CPU lists (gelu lower, the GEMMs float32).
-ISSUE_POLICY = """\
-autocast: {device: cpu, lower_precision: [bfloat16, float16]}
-lists:
-  lower_precision_fp: [gelu]
-  fp32: [linear, addmm, mm]
-"""
 # Precision by place: linear in float32 only in the last projection (fc2, proj), the LayerNorm's
 # module an fp32 section (its lower-precision input cast to float32 on the way in).
 PLACES_POLICY = """\

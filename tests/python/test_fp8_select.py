@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -21,11 +22,7 @@ import child_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "_fp8_select.py").is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen/_fp8_select.py: build the default targets")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/_fp8_select.py")
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 

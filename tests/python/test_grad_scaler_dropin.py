@@ -25,20 +25,16 @@ import inspect
 import math
 import os
 import pickle
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "grad_scaler.py").is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen/grad_scaler.py: build the autocastgen_python target")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/grad_scaler.py")
 
 import autocastgen  # noqa: E402
 

@@ -22,22 +22,18 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CLI = os.environ.get("AUTOCASTGEN_CLI")
-if not (BUILD / "python" / "autocastgen" / "policy.py").is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen/policy.py: build the autocastgen_python target")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/policy.py")
 
 import autocastgen  # noqa: E402
 

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from built_tree import require_built
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -23,10 +24,7 @@ import child_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen: build the default targets")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
+require_built(BUILD, "python/autocastgen/__init__.py")
 
 CHECKS = textwrap.dedent(
     """

@@ -25,16 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from built_tree import require_built
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 OWN_STATE_LIB = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
-if not (BUILD / "python" / "autocastgen" / "__init__.py").is_file() or not OWN_STATE_LIB.is_file():
-    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-        raise RuntimeError(f"{BUILD} has no python/autocastgen or {OWN_STATE_LIB.name}: build the default targets")
-    pytest.skip(f"{BUILD} is not built", allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/__init__.py", OWN_STATE_LIB)
 
 import autocastgen  # noqa: E402
 

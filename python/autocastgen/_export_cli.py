@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ._terminal import shown
+
 
 def _load(path: str):  # noqa: ANN202 - torch.export.ExportedProgram, imported late
     import torch
@@ -45,7 +47,7 @@ def _apply(args: argparse.Namespace) -> int:
     except BaseException:
         Path(partial).unlink(missing_ok=True)
         raise
-    print(f"{output}: {args.program} with the policy baked in ({args.device} {args.dtype})")
+    print(f"{shown(str(output))}: {shown(args.program)} with the policy baked in ({shown(args.device)} {args.dtype})")
     return 0
 
 
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the CLI's contract: a message and a non-zero exit
         from .policy import PolicyError
 
-        text = str(error) if isinstance(error, PolicyError) else f"autocastgen: error: {error}"
+        # A policy's diagnostics are already shown escaped, over several lines (source, caret).
+        text = str(error) if isinstance(error, PolicyError) else f"autocastgen: error: {shown(str(error))}"
         print(text, file=sys.stderr)
         return 1
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ._export_program import graph_modules, recorded
+from ._terminal import shown
 
 _CAST = torch.ops.aten._to_copy.default
 
@@ -99,22 +100,24 @@ def _counts(counter: dict[str, int]) -> str:
 
 
 def format_text(name: str, mapped: dict[str, Any], per_module: bool) -> str:
-    """The map as a table, as `autocastgen stats` prints its rows."""
+    """The map as a table, as `autocastgen stats` prints its rows. Module paths, op names, the
+    file's and the policies' names come from the program: shown escaped (Note [names on a terminal])."""
     record = mapped["record"]
     rows = mapped["rows"] if per_module else by_op(mapped["rows"])
     lines = []
     if record is None:
-        lines.append(f"{name}: no autocastgen policy recorded (a program autocastgen.export did not make)")
+        lines.append(f"{shown(name)}: no autocastgen policy recorded (a program autocastgen.export did not make)")
     else:
-        lines.append(f"{name}: {record['device']} {record['dtype']}, policy {', '.join(record['policies'])} "
-                     f"(digest {record['digest']}), torch {record['torch']}")
+        lines.append(f"{shown(name)}: {shown(record['device'])} {shown(record['dtype'])}, policy "
+                     f"{shown(', '.join(record['policies']))} (digest {shown(record['digest'])}), "
+                     f"torch {shown(record['torch'])}")
         stored = record.get("stored_in_lower_precision") or {}
         if stored:
-            lines.append(f"stored in lower precision: {len(stored)} tensors ({_counts(Counter(stored.values()))})")
+            lines.append(f"stored in lower precision: {len(stored)} tensors ({shown(_counts(Counter(stored.values())))})")
     lines.append(f"{len(rows)} rows ({'module, op' if per_module else 'op'}); {mapped['casts']} casts in the graph")
     header = (["module"] if per_module else []) + ["op", "calls", "ran in", "casts in"]
-    table = [header] + [([row["module"]] if per_module else []) +
-                        [row["op"], str(row["calls"]), _counts(row["ran_in"]), _counts(row["casts_in"])]
+    table = [header] + [[shown(cell) for cell in ([row["module"]] if per_module else []) +
+                         [row["op"], str(row["calls"]), _counts(row["ran_in"]), _counts(row["casts_in"])]]
                         for row in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     for line in table:

@@ -375,6 +375,23 @@ def test_the_cli_applies_a_policy_and_shows_a_programs_precision_map(tmp_path: p
 
 
 
+def test_the_precision_map_shows_names_from_the_program_escaped() -> None:
+    # Module paths, op names and the policies' names come from a saved program anyone may have
+    # made: every code point 0-255, a right-to-left override and a line separator, shown escaped.
+    from autocastgen._export_map import format_text
+
+    hostile = "".join(map(chr, range(256))) + "\u202e\u2028"
+    row = {"module": hostile, "op": hostile, "calls": 1, "ran_in": {hostile: 1}, "casts_in": {}}
+    record = {"device": "cpu", "dtype": "bfloat16", "policies": [hostile], "digest": hostile, "torch": hostile,
+              "stored_in_lower_precision": {hostile: hostile}}
+    for per_module in (True, False):
+        for mapped in ({"record": record, "rows": [row], "casts": 0}, {"record": None, "rows": [row], "casts": 0}):
+            lines = format_text(hostile, mapped, per_module=per_module).split("\n")
+            assert all(line.isprintable() for line in lines), lines
+            assert "\\x1b" in lines[0] and "\\x9b" in lines[0]
+            assert "\\u202e" in lines[-1] and "\\x00" in lines[-1]
+
+
 def test_the_cli_verb_refuses_a_bad_policy_and_writes_nothing(tmp_path: pathlib.Path, capsys) -> None:
     # What the verb runs (autocastgen/_export_cli.py), in this process: a third CLI process would
     # spend its seconds importing torch.

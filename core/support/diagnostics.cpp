@@ -27,7 +27,7 @@ std::string printable_line(std::string_view line) {
   for (size_t i = 0; i < line.size();) {
     uint32_t code_point = 0;
     const size_t length = utf8_sequence(line, i, code_point);
-    if (length == 0 || (is_terminal_control(code_point) && code_point != '\t')) {
+    if (length == 0 || is_terminal_control(code_point)) {  // a tab is no control: kept
       out.append(std::max<size_t>(length, 1), '?');
     } else {
       out.append(line.substr(i, length));

@@ -146,17 +146,22 @@ class Graph:
         return found
 
     def upcast(self, value: str, to: int, like: onnx.NodeProto) -> str:
-        """`value` cast to `to` (one Cast per value, before its first use)."""
+        """`value` cast to `to`: one Cast per value (the program's own if it has one), placed
+        right after the value's producer (or first), so that every user may share it."""
         key = (value, to)
         if key not in self._upcasts:
-            out = self.fresh(f"{value}__{type_name(to)}")
-            cast = helper.make_node("Cast", [value], [out], name=self.fresh(f"{like.name}__in"), to=to)
-            copy_metadata(like, cast, f"casts an input up to {type_name(to)} (exact)")
-            # Right after the value's producer (or first), so that every later user may share it.
+            cast = next((n for n in self.nodes if n.op_type == "Cast" and not n.domain and n.input[0] == value
+                         and [(a.name, a.i) for a in n.attribute] == [("to", to)]), None)
+            if cast is not None:
+                self.nodes.remove(cast)
+            else:
+                out = self.fresh(f"{value}__{type_name(to)}")
+                cast = helper.make_node("Cast", [value], [out], name=self.fresh(f"{like.name}__in"), to=to)
+                copy_metadata(like, cast, f"casts an input up to {type_name(to)} (exact)")
+                self.declare(out, to)
             producer = next((i for i, n in enumerate(self.nodes) if value in n.output), -1)
             self.nodes.insert(producer + 1, cast)
-            self.declare(out, to)
-            self._upcasts[key] = out
+            self._upcasts[key] = cast.output[0]
         return self._upcasts[key]
 
     def insert_after(self, anchor: onnx.NodeProto, node: onnx.NodeProto, why: str) -> None:

@@ -268,3 +268,57 @@ def run_without_autocastgen(package: Path, inputs: tuple, folder: Path, imports:
     subprocess.run([sys.executable, "-c", _ELSEWHERE, str(package), str(folder / "inputs.pt"),
                     str(folder / "output.pt"), *imports], env=env, check=True, timeout=300, cwd=folder)
     return torch.load(folder / "output.pt")
+
+
+def wasted_casts(model: object) -> list[str]:
+    """Casts that could be left out: a second Cast of one value to one type, and a Cast to a
+    low-precision type of a value cast up from that type with only exact ops in between that ONNX
+    Runtime's CPU provider could have run in the low type (Reshape, Transpose, Concat...; not Neg,
+    which has no float16 kernel there). On a runtime without low-precision kernels each Cast is a
+    pass over memory."""
+    import onnx
+    from autocastgen._onnx_kernels import KernelTable
+    from autocastgen._onnx_pass import LOW_PRECISION, SELECTING
+
+    kernels = KernelTable("CPUExecutionProvider").kernels
+
+    def runs_in(node: onnx.NodeProto, low: int) -> bool:
+        return node.op_type in SELECTING and not node.domain and any(
+            low in types for _, constraints in kernels.get(("", node.op_type), []) for types in constraints.values())
+
+    types = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.value_info, *model.graph.input]}
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    producer = {out: node for node in model.graph.node for out in node.output}
+    to = {node.name: onnx.helper.get_attribute_value(next(a for a in node.attribute if a.name == "to"))
+          for node in model.graph.node if node.op_type == "Cast"}
+    seen: dict[tuple[str, int], str] = {}
+    wasted = []
+    for node in model.graph.node:
+        if node.op_type != "Cast":
+            continue
+        if (node.input[0], to[node.name]) in seen:
+            wasted.append(f"{node.name}: casts {node.input[0]} as {seen[node.input[0], to[node.name]]} does")
+        seen[node.input[0], to[node.name]] = node.name
+        low = to[node.name]
+        if low not in LOW_PRECISION:
+            continue
+        source = producer.get(node.input[0])
+        while source is not None and source.op_type != "Cast" and runs_in(source, low):
+            source = producer.get(source.input[0])
+        if (source is not None and source.op_type == "Cast" and to[source.name] == onnx.TensorProto.FLOAT
+                and types.get(source.input[0]) == low):
+            wasted.append(f"{node.name}: rounds {source.input[0]} cast up by {source.name}")
+    return wasted
+
+
+def graph_onnxruntime_runs(export: object, folder: Path) -> object:
+    """The ONNX graph an export's session runs, after ONNX Runtime's optimizer (which merges the
+    policy's repeated casts of one input; its hardware-specific level left out)."""
+    import onnx
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(folder / "runs.onnx")
+    export.session(sess_options=options)
+    return onnx.load(str(folder / "runs.onnx"))

@@ -121,6 +121,34 @@ def test_a_rounding_between_two_float32_nodes_survives_onnxruntime() -> None:
             assert torch.equal(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), x.to(dtype).float() * 2)
 
 
+def test_wasted_casts_finds_a_rounding_of_a_rounded_value() -> None:
+    # A Neg in float32 (no float16 kernel) needs its casts; a Reshape (which has one) does not.
+    low = onnx.TensorProto.FLOAT16
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Cast", ["x"], ["up"], name="up", to=1),
+         onnx.helper.make_node("Reshape", ["up", "shape"], ["moved"], name="move"),
+         onnx.helper.make_node("Cast", ["moved"], ["y"], name="again", to=low),
+         onnx.helper.make_node("Cast", ["x"], ["up2"], name="twice", to=1),
+         onnx.helper.make_node("Neg", ["up2"], ["negated"], name="neg"),
+         onnx.helper.make_node("Cast", ["negated"], ["z"], name="needed", to=low)], "g",
+        [onnx.helper.make_tensor_value_info("x", low, [4])],
+        [onnx.helper.make_tensor_value_info("y", low, [4]), onnx.helper.make_tensor_value_info("z", low, [4])],
+        [onnx.helper.make_tensor("shape", onnx.TensorProto.INT64, [1], [4])])
+    assert [w.split(":")[0] for w in ds.wasted_casts(onnx.helper.make_model(graph))] == ["again", "twice"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["mlp", "block"])
+def test_onnxruntime_runs_no_cast_that_cannot_change_a_value(name: str, dtype: str, tmp_path: Path) -> None:
+    # The rounding eager does after each op is all that ours pays over float32 on ONNX Runtime's
+    # CPU provider (bench/README.md, deploy_anchors.py): what the runtime runs after its optimizer
+    # (which merges the policy's repeated casts of one input) has no Cast that could be left out.
+    export = case(name, dtype, "baked")[4]
+    runs = ds.graph_onnxruntime_runs(export, tmp_path)
+    assert sum(n.op_type == "Cast" for n in runs.graph.node) >= 4
+    assert ds.wasted_casts(runs) == []
+
+
 def test_elementwise_chains_round_after_every_op_bit_for_bit() -> None:
     # Each op of the chain has no bfloat16 kernel in ONNX Runtime: each runs in float32 and rounds,
     # which is what PyTorch's CPU kernels compute; the results are eager's bits.

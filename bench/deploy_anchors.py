@@ -3,6 +3,7 @@ models: error against float32 and against eager under the policy, Cast nodes, ON
 
   python3 bench/deploy_anchors.py                       # the models' table, markdown
   python3 bench/deploy_anchors.py --rounds 40 --runs 50 --json out.json
+  python3 bench/deploy_anchors.py --models bert,bert-base --dtypes float16 --threads 2
 
 The converters run in their own venv (bench/deploy-anchors-venv: they bring other onnx and
 onnxruntime releases), on the float32 ONNX of each model that torch.onnx writes; everything is then
@@ -11,7 +12,12 @@ bfloat16 op) is run by onnx.reference instead, and has no latency. Latency is ta
 (bench/gpu/paired.py): --rounds rounds, each running every graph of the model for a block of
 --runs calls in a rotated order; a graph's ratio in a round is its median call over the float32
 graph's in that round, and the table gives the median of the rounds' ratios and their quartiles
-(bench/README.md). What drifts over a run moves all graphs of a round alike.
+(bench/README.md). What drifts over a run moves all graphs of a round alike. Each graph is timed
+twice in the same turns: with ONNX Runtime's default optimizer, and with its SkipLayerNormFusion
+off (ONNX Runtime 1.32's CPU SkipLayerNormalization is slower than the Add and LayerNormalization
+it replaces: the last table, and bench/README.md). --profile-runs calls of each graph under ONNX
+Runtime's profiler give the Cast nodes it runs (after its optimizer) and their share of its kernel
+time: what a runtime without low-precision kernels pays for rounding.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import tempfile
 import textwrap
 import time
 import warnings
+from collections.abc import Sequence
 from typing import Any
 from pathlib import Path
 
@@ -74,12 +81,26 @@ def convert(python: str, tool: str, src: Path, dtype: str, exclude: list[str], o
     return None
 
 
+# The fusion the second latency column turns off (see the module docstring).
+FUSION_OFF = ["SkipLayerNormFusion"]
+THREADS = 1  # ONNX Runtime's intra-op threads (--threads)
+
+
+def session_options() -> Any:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = THREADS, 1
+    return options
+
+
+def cpu_session(path: Path, disabled_optimizers: Sequence[str] = (), options: Any = None) -> Any:
+    return onnxruntime.InferenceSession(str(path), options or session_options(), providers=["CPUExecutionProvider"],
+                                        disabled_optimizers=list(disabled_optimizers))
+
+
 def run_graph(path: Path, args: tuple) -> tuple[numpy.ndarray, str, Any]:
     """(first output as float32, what ran it, the onnxruntime session or None)."""
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
     try:
-        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        session = cpu_session(path)
     except Exception:  # no kernel for a type: onnx.reference runs any
         model = onnx.load(str(path))
         evaluator = onnx.reference.ReferenceEvaluator(model)
@@ -89,8 +110,9 @@ def run_graph(path: Path, args: tuple) -> tuple[numpy.ndarray, str, Any]:
     return out.float().numpy(), "onnxruntime", session
 
 
-def latency_in_turns(sessions: dict[str, Any], args: tuple, rounds: int, runs: int) -> dict[str, dict]:
-    """Each graph's ratio to the first one's (float32), round by round (module docstring)."""
+def latency_in_turns(sessions: dict[Any, Any], args: tuple, rounds: int, runs: int) -> dict[Any, dict]:
+    """Each session's ratio to the first one's (float32 with ONNX Runtime's defaults), round by
+    round (module docstring)."""
     feeds = {label: {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in
                      zip(session.get_inputs(), args)} for label, session in sessions.items()}
     for label, session in sessions.items():  # warm-up
@@ -108,6 +130,24 @@ def latency_in_turns(sessions: dict[str, Any], args: tuple, rounds: int, runs: i
             medians[label].append(statistics.median(times))
     return {label: {**paired_ratios(medians[label], medians[labels[0]]),
                     "seconds": statistics.median(medians[label])} for label in labels}
+
+
+def cast_kernels(path: Path, args: tuple, runs: int) -> dict[str, float]:
+    """ONNX Runtime's profiler over `runs` calls: the Cast nodes it runs after its optimizer, their
+    kernel time per call and their share of all kernels' time."""
+    options = session_options()
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory(prefix="deploy-anchors-profile-") as folder:
+        options.profile_file_prefix = str(Path(folder) / "profile")
+        session = cpu_session(path, options=options)
+        feeds = {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+        for _ in range(runs):
+            session.run_with_ort_values(None, feeds)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    kernels = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    total = sum(e["dur"] for e in kernels)
+    cast = [e["dur"] for e in kernels if e["args"].get("op_name") == "Cast"]
+    return {"nodes": len(cast) / runs, "us": sum(cast) / runs, "share": sum(cast) / total if total else 0.0}
 
 
 def casts(path: Path) -> str:
@@ -162,7 +202,7 @@ def bert_base() -> tuple[torch.nn.Module, tuple]:
 
 
 def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, rounds: int,
-            runs: int) -> list[dict]:
+            runs: int, profile_runs: int) -> list[dict]:
     if name in ("mlp", "block"):
         model, x = ds.make(name)
         args, policy = (x,), ds.POLICY
@@ -210,6 +250,9 @@ def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, ro
             continue
         if session is not None:
             sessions[label] = session
+            sessions[label, "fusion off"] = cpu_session(path, FUSION_OFF)
+            if profile_runs:
+                row["cast kernels"] = cast_kernels(path, args, profile_runs)
         out = torch.from_numpy(out)
         row.update({"vs float32": ds.distance(out, refs["float32"]), "vs eager": ds.distance(out, refs["eager"]),
                     "vs default": ds.distance(out, refs["default"]), "mean vs eager": ds.mean_distance(out, refs["eager"]),
@@ -222,6 +265,7 @@ def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, ro
         for row in rows:
             if row["graph"] in latency:
                 row["latency"] = latency[row["graph"]]
+                row["latency, fusion off"] = latency[row["graph"], "fusion off"]
     rows.append({"model": name, "dtype": dtype_name, "graph": "eager under the policy (reference)",
                  "vs float32": ds.distance(refs["eager"], refs["float32"]), "vs eager": 0.0, "equal to eager": 1.0,
                  "vs default": ds.distance(refs["eager"], refs["default"]), "casts": baked_casts,
@@ -229,19 +273,47 @@ def measure(name: str, dtype: torch.dtype, anchors_python: str, folder: Path, ro
     return rows
 
 
+def skip_layer_norm(folder: Path, rounds: int, runs: int) -> str:
+    """BERT-base's residual and norm (128 x 768, float32) as Add + LayerNormalization, with ONNX
+    Runtime's defaults (which fuse them into its SkipLayerNormalization) and with the fusion off."""
+    from onnx import TensorProto, helper
+
+    width = 768
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "skip"], ["sum"]),
+         helper.make_node("LayerNormalization", ["sum", "gamma", "beta"], ["y"], axis=-1, epsilon=1e-12)],
+        "residual_norm", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 128, width]) for n in ("x", "skip")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 128, width])],
+        [helper.make_tensor("gamma", TensorProto.FLOAT, [width], numpy.ones(width, numpy.float32)),
+         helper.make_tensor("beta", TensorProto.FLOAT, [width], numpy.zeros(width, numpy.float32))])
+    path = folder / "residual_norm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    sessions = {"Add + LayerNormalization (fusion off)": cpu_session(path, FUSION_OFF),
+                "SkipLayerNormalization (ONNX Runtime's defaults)": cpu_session(path)}
+    torch.manual_seed(0)
+    args = (torch.randn(1, 128, width), torch.randn(1, 128, width))
+    latency = latency_in_turns(sessions, args, rounds, runs)
+    lines = ["| BERT-base's residual + norm, float32 | us a call | / fusion off (quartiles) |", "|---|---:|---:|"]
+    for label, turns in latency.items():
+        lines.append(f"| {label} | {1e6 * turns['seconds']:.0f} | {turns['median']:.2f} ({turns['q1']:.2f}-{turns['q3']:.2f}) |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| model | dtype | graph | vs float32 | vs eager (mean) | = eager | vs default lists | Casts (ours: policy's + promotion + opmath + pass's) | ran in | latency / float32 (quartiles) |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|---:|"]
+    lines = ["| model | dtype | graph | vs float32 | vs eager (mean) | = eager | vs default lists | Casts (ours: policy's + promotion + opmath + pass's) | ran in | latency / float32 (quartiles) | the same, SkipLayerNormFusion off | Casts run, us a call (share) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | | | | | | fails: {r['error']} | |")
+            lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | | | | | | fails: {r['error']} | | | |")
             continue
         mean = f" ({r['mean vs eager']:.1e})" if "mean vs eager" in r else ""
-        turns = r.get("latency")
-        latency = f"{turns['median']:.2f} ({turns['q1']:.2f}-{turns['q3']:.2f})" if turns else "-"
+        latency, fusion_off = (f"{t['median']:.2f} ({t['q1']:.2f}-{t['q3']:.2f})" if t else "-"
+                               for t in (r.get("latency"), r.get("latency, fusion off")))
+        profile = r.get("cast kernels")
+        cast_time = f"{profile['nodes']:.0f}, {profile['us']:.0f} ({100 * profile['share']:.1f} %)" if profile else "-"
         lines.append(f"| {r['model']} | {r['dtype']} | {r['graph']} | {r['vs float32']:.1e} | {r['vs eager']:.1e}{mean} "
                      f"| {100 * r['equal to eager']:.1f} % "
-                     f"| {r['vs default']:.1e} | {r['casts']} | {r['ran in']} | {latency} |")
+                     f"| {r['vs default']:.1e} | {r['casts']} | {r['ran in']} | {latency} | {fusion_off} | {cast_time} |")
     return "\n".join(lines)
 
 
@@ -251,21 +323,30 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16,float16")
     parser.add_argument("--rounds", type=int, default=20, help="turns of all graphs (0: no latency)")
     parser.add_argument("--runs", type=int, default=50, help="calls per graph in a turn")
+    parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime's intra-op threads")
+    parser.add_argument("--profile-runs", type=int, default=200, help="calls under the profiler (0: none)")
     parser.add_argument("--anchors-python", help="python with ModelOpt and onnxconverter-common "
                         "(default: bench/deploy-anchors-venv's)")
     parser.add_argument("--json", type=Path)
     options = parser.parse_args()
     anchors = options.anchors_python or subprocess.run(
         [str(ROOT / "bench" / "deploy-anchors-venv")], capture_output=True, text=True, check=True).stdout.strip()
+    global THREADS
+    THREADS = options.threads
     torch.set_num_threads(1)
     rows = []
     with tempfile.TemporaryDirectory(prefix="deploy-anchors-") as tmp:
         for name in options.models.split(","):
             for dtype in options.dtypes.split(","):
-                rows += measure(name, getattr(torch, dtype), anchors, Path(tmp), options.rounds, options.runs)
+                rows += measure(name, getattr(torch, dtype), anchors, Path(tmp), options.rounds, options.runs,
+                                options.profile_runs)
     print(f"PyTorch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
-          f"one thread, {options.rounds} rounds of {options.runs} calls, load average {os.getloadavg()[0]:.1f}")
+          f"{options.threads} thread(s), {options.rounds} rounds of {options.runs} calls, load average {os.getloadavg()[0]:.1f}")
     print(table(rows))
+    if options.rounds:
+        with tempfile.TemporaryDirectory(prefix="deploy-anchors-") as tmp:
+            print()
+            print(skip_layer_norm(Path(tmp), options.rounds, options.runs))
     if options.json:
         options.json.write_text(json.dumps(rows, indent=1))
 

@@ -139,7 +139,7 @@ def test_wasted_casts_finds_a_rounding_of_a_rounded_value() -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["mlp", "block"])
-def test_onnxruntime_runs_no_cast_that_cannot_change_a_value(name: str, dtype: str, tmp_path: Path) -> None:
+def test_onnxruntime_runs_no_cast_that_could_be_left_out(name: str, dtype: str, tmp_path: Path) -> None:
     # The rounding eager does after each op is all that ours pays over float32 on ONNX Runtime's
     # CPU provider (bench/README.md, deploy_anchors.py): what the runtime runs after its optimizer
     # (which merges the policy's repeated casts of one input) has no Cast that could be left out.

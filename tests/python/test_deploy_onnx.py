@@ -137,6 +137,27 @@ def test_wasted_casts_finds_a_rounding_of_a_rounded_value() -> None:
     assert [w.split(":")[0] for w in ds.wasted_casts(onnx.helper.make_model(graph))] == ["again", "twice"]
 
 
+def test_an_input_cast_up_reuses_the_programs_cast_of_that_value() -> None:
+    # The program casts x up after the Sqrt the pass runs in float32: the pass takes that Cast
+    # (moved up to right after x) instead of adding a second one, and the values are eager's bits.
+    half, float32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    model = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Sqrt", ["x"], ["root"], name="sqrt"),
+         onnx.helper.make_node("Cast", ["x"], ["wide"], name="programs_cast", to=float32),
+         onnx.helper.make_node("Add", ["wide", "wide"], ["twice"], name="add")], "g",
+        [onnx.helper.make_tensor_value_info("x", half, [5])],
+        [onnx.helper.make_tensor_value_info("root", half, [5]), onnx.helper.make_tensor_value_info("twice", float32, [5])]),
+        opset_imports=[onnx.helper.make_opsetid("", 20)])
+    graph = _onnx_pass.Graph(model)
+    _onnx_pass.run_in_float32(graph, [n for n in graph.nodes if n.name == "sqrt"])
+    graph.commit()
+    onnx.checker.check_model(model, full_check=True)  # the moved Cast keeps the graph in order
+    assert [n.name for n in model.graph.node if n.op_type == "Cast" and n.input[0] == "x"] == ["programs_cast"]
+    x = torch.tensor([2.0, 3.0, 0.1, 1e-4, 60000.0], dtype=torch.float16)
+    root, twice = autocastgen.OnnxExport(model, "CPUExecutionProvider").run(x)
+    assert torch.equal(root, torch.sqrt(x)) and torch.equal(twice, x.float() * 2)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", ["mlp", "block"])
 def test_onnxruntime_runs_no_cast_that_could_be_left_out(name: str, dtype: str, tmp_path: Path) -> None:

@@ -97,6 +97,10 @@ def cpu_session(path: Path, disabled_optimizers: Sequence[str] = (), options: An
                                         disabled_optimizers=list(disabled_optimizers))
 
 
+def ort_feeds(session: Any, args: tuple) -> dict[str, Any]:
+    return {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+
+
 def run_graph(path: Path, args: tuple) -> tuple[numpy.ndarray, str, Any]:
     """(first output as float32, what ran it, the onnxruntime session or None)."""
     try:
@@ -113,8 +117,7 @@ def run_graph(path: Path, args: tuple) -> tuple[numpy.ndarray, str, Any]:
 def latency_in_turns(sessions: dict[Any, Any], args: tuple, rounds: int, runs: int) -> dict[Any, dict]:
     """Each session's ratio to the first one's (float32 with ONNX Runtime's defaults), round by
     round (module docstring)."""
-    feeds = {label: {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in
-                     zip(session.get_inputs(), args)} for label, session in sessions.items()}
+    feeds = {label: ort_feeds(session, args) for label, session in sessions.items()}
     for label, session in sessions.items():  # warm-up
         for _ in range(max(runs // 10, 5)):
             session.run_with_ort_values(None, feeds[label])
@@ -140,7 +143,7 @@ def cast_kernels(path: Path, args: tuple, runs: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="deploy-anchors-profile-") as folder:
         options.profile_file_prefix = str(Path(folder) / "profile")
         session = cpu_session(path, options=options)
-        feeds = {i.name: onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy()) for i, a in zip(session.get_inputs(), args)}
+        feeds = ort_feeds(session, args)
         for _ in range(runs):
             session.run_with_ort_values(None, feeds)
         events = json.loads(Path(session.end_profiling()).read_text())

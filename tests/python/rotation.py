@@ -2,17 +2,51 @@
 
 scripts/test exports its rotation index as AUTOCASTGEN_ROTATION_INDEX (docs/releases.md: the number
 of commits in HEAD, else the UTC day number); a test with more long cases than the default run can
-afford (AOTInductor compiles, real models) takes `per_run` of them, a different window each index, so
-that consecutive runs cover every case. Run by hand (no index), or with AUTOCASTGEN_ALL_CASES=1
-(scripts/test-all-releases), every case runs.
+afford (AOTInductor compiles, real models) takes `per_run` of them, a window chosen by the index.
+Run by hand (no index), or with AUTOCASTGEN_ALL_CASES=1 (scripts/test-all-releases), every case
+runs. The cases a run leaves out are printed at the end of its pytest output (conftest.py).
+
+Note [tests by rotation]
+A run knows its index, the number of commits in HEAD, and nothing of the runs before it. One
+landing (one CI run) adds any number of commits, so consecutive runs' indices differ by any step.
+Windows keyed on the index itself (window = index mod W) cover every case in W landings of one
+commit each, but never with a step that shares a factor with W: with two windows and landings of
+two commits each, half the cases never run.
+
+No rule of the index alone bounds coverage whatever the step: a rule that leaves some case out at
+infinitely many indices leaves it out in every landing of a sequence that stops only at those. The
+same holds for any rule a run computes from what it sees (a hash of HEAD's tree, the day number),
+with no record of which earlier commits were landings. A bound needs a largest step, MAX_STEP
+commits a landing; then a case is certain to run only where its window holds for MAX_STEP
+consecutive indices (a wall no landing can jump), and each of the W windows needs such walls.
+
+So the window is keyed on the block, index div MAX_STEP: block b takes the `per_run` cases from
+position b x per_run on (wrapping), and any W = ceil(len(cases) / per_run) consecutive blocks take
+every case. When no landing adds more than MAX_STEP commits, every block holds a landing, and
+- every case runs in at least one of any (W - 1) x MAX_STEP + 1 consecutive landings (the worst:
+  landings of one commit each, walking through the W - 1 other walls), and
+- the index moves by at most (W + 1) x MAX_STEP - 1 between two runs that take a case.
+tests/python/test_rotation.py checks both bounds against every sequence of steps 1..MAX_STEP (a
+longest-path search) for the real tests' shapes and others. A landing of more commits (several
+merges at once) may jump a block: that case waits for the next cycle of blocks, and only a run of
+such landings can keep a window out for longer. MAX_STEP = 32: one branch's merge added 2-17
+commits so far. With the UTC day number as the index (a shallow clone) a window lasts MAX_STEP days.
+A bound whatever the step needs an index that moves by one a landing (a CI run number as
+AUTOCASTGEN_ROTATION, or landings as merges counted on HEAD's first-parent line) and MAX_STEP = 1.
 """
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# The most commits one landing may add for the bounds of Note [tests by rotation] to hold.
+MAX_STEP = 32
+# What the run's rotations left out, one line per rotating() call (conftest.py prints them).
+REPORT: list[str] = []
 
 
 def index() -> int | None:
@@ -23,14 +57,36 @@ def index() -> int | None:
     return int(value) if value not in (None, "") else None
 
 
+def windows(count: int, per_run: int) -> int:
+    """How many consecutive blocks take every one of `count` cases, `per_run` a block."""
+    return -(-count // per_run)
+
+
+def window(at: int, count: int, per_run: int) -> list[int]:
+    """The positions (of `count` cases) that the run of index `at` takes: `per_run` of them from
+    position block x per_run, wrapping, where block = at div MAX_STEP (Note [tests by rotation])."""
+    if per_run >= count:
+        return list(range(count))
+    start = (at // MAX_STEP * per_run) % count
+    return sorted((start + i) % count for i in range(per_run))
+
+
+def case_name(case: object) -> str:
+    """A case as pytest's ids name it: a tuple's parts joined by '-', torch dtypes without 'torch.'."""
+    parts = case if isinstance(case, tuple) else (case,)
+    return "-".join(str(part).removeprefix("torch.") for part in parts)
+
+
 def rotating(cases: Sequence[T], per_run: int, *, always: Sequence[T] = ()) -> list[T]:
-    """`always`, then `per_run` of `cases` for this run's index (a window moving by `per_run` each
-    index, wrapping), in their order; every case when there is no index."""
+    """`always`, then `per_run` of `cases` for this run's index (window()), in their order; every
+    case when there is no index. What it leaves out goes to REPORT."""
     at = index()
-    if at is None or per_run >= len(cases):
-        chosen = list(cases)
-    else:
-        start = (at * per_run) % len(cases)
-        picked = {(start + i) % len(cases) for i in range(per_run)}
-        chosen = [case for i, case in enumerate(cases) if i in picked]
+    picked = set(range(len(cases))) if at is None else set(window(at, len(cases), per_run))
+    chosen = [case for i, case in enumerate(cases) if i in picked]
+    left_out = [case for i, case in enumerate(cases) if i not in picked and case not in always]
+    if left_out:
+        caller = sys._getframe(1).f_globals.get("__name__", "?")
+        REPORT.append(f"rotation: {caller} left out {len(left_out)} of {len(cases)} cases at index {at} "
+                      f"(block {at // MAX_STEP}): {', '.join(case_name(c) for c in left_out)} "
+                      f"(AUTOCASTGEN_ALL_CASES=1 runs them)")
     return [*always, *(case for case in chosen if case not in always)]

@@ -10,6 +10,10 @@ becomes code, and the compiled and the runtime policy decide alike on the same t
    over every code point 0-255, the Unicode line separators and quotes, in one policy compiled once;
    the same text loaded as a runtime policy. Every call (the values, their prefixes across a NUL,
    random strings) gives the same dtype, or the same banned message, both ways.
+3. Every run, whatever the seed: one `when:` value holding every byte UTF-8 text can hold, each
+   followed by an octal digit, decides alike compiled and at runtime (EVERY_BYTE). A day's sample
+   draws about 42 of the 256 values, so an escape a following digit extends (`\1` for byte 1)
+   would pass the fuzz on most days; this case fails on every run.
 
 The seed is $AUTOCASTGEN_FUZZ_SEED, else the UTC day number, and every failure prints it.
 """
@@ -47,6 +51,18 @@ ALPHABET = [chr(c) for c in range(256)] + ["\u2028", "\u2029", "\u0085", "\ufeff
 SPECIALS = ['"', "\\", "?", "??/", "\n", "\r", "\x00", "\x01", ": ", "#", "'", "*/", "\\\n", "{{x}}"]
 # (No slash: it is also a file's name. The marker's path comes from the environment.)
 INJECTED = '#include <cstdlib>\nstatic int autocastgen_pwned = std::system("touch \"$AUTOCASTGEN_PWNED\"");'
+
+
+# Every byte a C++ string from a Python str can hold (UTF-8: all but 0xC0, 0xC1 and 0xF5-0xFF),
+# each followed by an octal digit where UTF-8 lets a digit follow it: the code points 0-255 (the
+# single bytes, and 0x80-0xBF as the last byte of U+0080-U+00FF), then one character for each lead
+# byte 0xC4-0xF4 (always followed by a continuation byte; its escape has three digits anyway). An
+# escape with fewer than three digits, or a hexadecimal one, would take the digit as part of it
+# and the compiled literal would hold other bytes.
+EVERY_BYTE_CODE_POINTS = [*range(256), *(0x100 + 0x40 * i for i in range(28)), 0x800,
+                          *(0x1000 * i for i in range(1, 16)), 0x10000, 0x40000, 0x80000, 0xC0000, 0x100000]
+EVERY_BYTE = "".join(chr(c) + "01234567"[i % 8] for i, c in enumerate(EVERY_BYTE_CODE_POINTS))
+UTF8_BYTES = set(range(256)) - {0xC0, 0xC1, *range(0xF5, 0x100)}
 
 
 def yaml_quoted(text: str) -> str:
@@ -114,6 +130,10 @@ class Fuzz:
             for probe in sorted(probes):
                 for n in (0, 3):
                     self.calls.append((op, probe, n))
+        # The fixed case (EVERY_BYTE), seed or not: listed lower_precision_fp when its text is it.
+        self.schemas.append(f"{NS}::every_byte(Tensor self, str text) -> Tensor")
+        self.entries["lower_precision_fp"].append(
+            f"{{op: {yaml_quoted(NS + '::every_byte')}, when: {{text: [{yaml_quoted(EVERY_BYTE)}]}}}}")
         # A banned op whose message holds the specials a message may (no control character but
         # newline and tab: the policy refuses the others with a located error).
         self.schemas.append(f"{NS}::forbidden(Tensor self) -> Tensor")
@@ -213,3 +233,19 @@ def test_compiled_and_runtime_policies_decide_alike(batch):
     assert {torch.bfloat16, torch.float32, torch.float16} <= set(compiled), f"seed {SEED}: {set(compiled)}"
     assert compiled_banned == runtime_banned, f"seed {SEED}: {compiled_banned!r} != {runtime_banned!r}"
     assert compiled_banned.startswith(f"raised: {fuzz.message}"), f"seed {SEED}: {compiled_banned!r}"
+
+
+def test_every_byte_followed_by_a_digit_decides_alike(batch):
+    # Not from the seed: this case catches an escape a following digit extends on every run.
+    assert set(EVERY_BYTE.encode()) == UTF8_BYTES
+    probes = {"the text": EVERY_BYTE, "less its last digit": EVERY_BYTE[:-1], "and one digit more": EVERY_BYTE + "0"}
+    expected = {"the text": torch.bfloat16, "less its last digit": torch.float16, "and one digit more": torch.float16}
+    autocastgen.compile_policy(batch["policy"], schemas=batch["schemas"])
+    compiled = {name: outcome("every_byte", text) for name, text in probes.items()}
+    autocastgen.load_policy(batch["policy"])
+    try:
+        runtime = {name: outcome("every_byte", text) for name, text in probes.items()}
+    finally:
+        autocastgen.clear_runtime_policies()
+    assert runtime == expected, f"the runtime policy: {runtime}"
+    assert compiled == expected, f"the compiled policy (its string literal holds other bytes): {compiled}"

@@ -18,9 +18,16 @@ import deploy_support as ds  # noqa: E402
 autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 
-if not hasattr(torch.ops.autocastgen, "fp8_quantize_weight") or not torch._C._dispatch_has_kernel_for_dispatch_key(
-        "aten::_scaled_mm", "CPU"):
-    pytest.skip(f"PyTorch {torch.__version__} has no CPU _scaled_mm: no fp8 policy on the CPU", allow_module_level=True)
+# Our fp8 ops come with the build's runtime library for every PyTorch release
+# (runtime/torch/fp8/primitive_ops.cpp): one missing is a broken build, an error and not a skip.
+if not hasattr(torch.ops.autocastgen, "fp8_quantize_weight"):
+    raise RuntimeError("torch.ops.autocastgen.fp8_quantize_weight is not registered: the autocastgen package loaded a "
+                       "runtime library without it (build the default targets)")
+# What depends on the PyTorch release: its CPU _scaled_mm kernel (2.4 and 2.7 have none), which the
+# policy's fp8 GEMMs run eager and the deployed programs call.
+if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
+    pytest.skip(f"PyTorch {torch.__version__} has no CPU kernel for aten::_scaled_mm: no fp8 policy runs on the CPU",
+                allow_module_level=True)
 
 
 @functools.cache

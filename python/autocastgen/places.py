@@ -52,11 +52,8 @@ def glob_matches(pattern: str, path: str) -> bool:
 
 def registered_patterns() -> list[tuple[str, str, str]]:
     """The module patterns of the rules loaded now: ``(pattern, where, "section" | "entry")``."""
-    out = []
-    for row in _ops().module_patterns():
-        pattern, where, kind = str(row).split("\t")
-        out.append((pattern, where, kind))
-    return out
+    patterns, wheres, kinds = _ops().module_patterns()  # three lists: no separator a name could hold
+    return [(str(p), str(w), str(k)) for p, w, k in zip(patterns, wheres, kinds)]
 
 
 class _HookOps:

@@ -276,6 +276,59 @@ def test_patterns_matching_no_module_warn_with_where_and_strict_raises(tmp_path:
     assert len(out["text mine.yaml"]) == 1 and "(mine.yaml:3:3) matches no module" in out["text mine.yaml"][0], out
 
 
+def test_any_character_in_the_policy_name_reaches_attach_and_the_forward() -> None:
+    # The name of YAML text is in every pattern's `where`, and the runtime hands attach() its
+    # patterns as three lists, not fields joined by a tab (a name with a tab once raised "too many
+    # values to unpack"). The issue's name, then every code point 1-255 in names of 16 (a load takes
+    # about 0.1 s): the rules apply, and the warning for the pattern that matches nothing names the
+    # policy as a terminal shows it. A line break is refused first (load_policy's names are one
+    # line: diagnostics are file:line:col).
+    text = PLACES_POLICY + "  lm_headd: fp32\n"
+    result = run_child(
+        f"""
+        import autocastgen
+        from autocastgen._terminal import shown
+        model = make_model()
+        x = (inputs() / 60000).to(torch.bfloat16).float()
+
+        def run(name):
+            autocastgen.load_policy({text!r}, name=name)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    handle = autocastgen.attach(model)
+                with handle, autocastgen.stats() as s, torch.autocast("cpu", dtype=torch.bfloat16):
+                    y = model(x)
+                patterns = autocastgen.places.registered_patterns()
+            finally:
+                autocastgen.clear_runtime_policies()
+            return rows(s.table), str(y.dtype), [str(w.message) for w in caught], patterns
+
+        plain = run("plain.yaml")
+        out = {{"plain": plain[:3], "wrong": []}}
+        try:
+            run("my\\npolicy.yaml")
+        except ValueError as error:
+            out["line_break"] = str(error)
+        codes = [code for code in range(1, 256) if code != 10]
+        for name in ["my\\tpolicy.yaml"] + ["my" + "".join(map(chr, codes[i:i + 16])) + "policy.yaml"
+                                           for i in range(0, len(codes), 16)]:
+            got = run(name)
+            expected = (plain[0], plain[1], [m.replace("plain.yaml", shown(name)) for m in plain[2]],
+                        [(p, w.replace("plain.yaml", name), k) for p, w, k in plain[3]])
+            if got != expected:
+                out["wrong"].append([name, repr(got)[:2000]])
+        print(json.dumps(out))
+        """
+    )
+    out = last_json(result)
+    assert out["wrong"] == []
+    rows, dtype, warned = out["plain"]
+    assert rows == EXPECTED_RAN_IN and dtype == "torch.float32"
+    assert len(warned) == 1 and "pattern 'lm_headd' (plain.yaml:" in warned[0], warned
+    assert out["line_break"].startswith("autocastgen.load_policy: name must be a one-line, non-empty str")
+
+
 def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_change() -> None:
     # fullgraph: the hooks inline; aot_eager bit for bit, Inductor within tolerance; the statistics
     # of the compiled calls keep their modules; dropping the rules traces again (the guard).

@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -182,12 +184,17 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
     if (device.empty()) return std::string();
     return autocastgen::section_name(autocastgen::modules::current_section(autocastgen::device_type(device)));
   }));
-  // Every pattern loaded rules hold, as `pattern<TAB>where<TAB>section|entry`.
-  m.def("module_patterns() -> str[]", bookkeeping([] {
-    std::vector<std::string> out;
-    for (const autocastgen::modules::RegisteredPattern& p : autocastgen::modules::registered_patterns())
-      out.push_back(p.pattern + "\t" + p.where + "\t" + (p.section ? "section" : "entry"));
-    return out;
+  // Every pattern loaded rules hold: three lists of one length (the patterns, their `where`s,
+  // "section" or "entry"), never fields joined by a separator: a pattern and the policy's name in
+  // `where` may hold any character (load_policy's name=, a quoted pattern).
+  m.def("module_patterns() -> (str[], str[], str[])", bookkeeping([] {
+    std::vector<std::string> patterns, wheres, kinds;
+    for (const autocastgen::modules::RegisteredPattern& p : autocastgen::modules::registered_patterns()) {
+      patterns.push_back(p.pattern);
+      wheres.push_back(p.where);
+      kinds.emplace_back(p.section ? "section" : "entry");
+    }
+    return std::make_tuple(std::move(patterns), std::move(wheres), std::move(kinds));
   }));
   m.def("module_glob_matches(str pattern, str path) -> bool", bookkeeping([](const std::string& pattern, const std::string& path) {
     return autocastgen::modules::glob_matches(pattern, path);

@@ -1,5 +1,22 @@
 """What autocastgen.export does to a program once its casts are traced: nothing of ours left in it,
-weights stored once in the dtype they are cast to, the guard, and the policy's record (docs/export.md).
+weights stored once in the dtype they are cast to, views that hold for any layout, the guard, and
+the policy's record (docs/export.md).
+
+Note [views of any layout]
+``run_decompositions`` traces the program on fake tensors under ``torch.no_grad()`` (PyTorch's
+choice: an inference graph) and decomposes the model's ``reshape`` and ``contiguous`` calls by the
+strides it saw: a ``reshape`` the strides allow becomes ``aten.view``, ``contiguous()`` of a
+contiguous tensor disappears. An op the program keeps whole (Note [which ops a program keeps] in
+_export_ops.py) chooses its kernel again each time the program runs, and that kernel can lay its
+result out otherwise than the trace's: ``scaled_dot_product_attention`` on the CPU runs the flash
+kernel (its result laid out batch, sequence, heads, dim) under no_grad, and the math kernel
+(contiguous) where grad mode is on and an input requires grad (T5's position bias, made from a
+parameter, is its mask). A view of the trace's layout then fails when the program runs ("view size
+is not compatible with input tensor's size and stride"; PyTorch's own ``run_decompositions({})``
+of the float32 program fails the same way). So the program's views are ``aten.reshape``: the same
+view where the strides allow it, a copy where they do not (what eager's ``contiguous()`` and
+``reshape`` give), the same values either way. The kept op chooses as eager does in the caller's
+grad mode, so the program gives eager's bits with gradients on and under no_grad alike.
 """
 
 from __future__ import annotations
@@ -100,15 +117,32 @@ def store_weights_once(program: torch.export.ExportedProgram) -> tuple[torch.exp
     return program._update(program.graph_module, signature, state_dict=state_dict, constants=constants), stored
 
 
+def views_of_any_layout(program: torch.export.ExportedProgram) -> int:
+    """Note [views of any layout]: every ``aten.view`` of the program's graphs made ``aten.reshape``;
+    returns how many."""
+    changed = 0
+    for module in graph_modules(program):
+        for node in module.graph.nodes:
+            if node.op == "call_function" and node.target is torch.ops.aten.view.default:
+                node.target = torch.ops.aten.reshape.default
+                changed += 1
+        module.recompile()
+    return changed
+
+
 def guarded(program: torch.export.ExportedProgram, device: str) -> torch.export.ExportedProgram:
     """Note [the guard]: the program's body inside PyTorch's ``wrap_with_autocast(device, None,
     False, None, body, ...)``, a scope that switches autocast *off* while the body runs. Run inside
     torch.autocast, a baked program would have PyTorch's lists applied again on top of its casts
     (autocast twice); in the scope the casts are the program's alone. It is PyTorch's own op, kept
     by torch.export.save and load, run by ``program.module()``; run_decompositions and AOTInductor
-    inline it (its body traced with autocast off, so the casts stay as baked)."""
+    inline it (its body traced with autocast off, so the casts stay as baked).
+
+    Grad mode is the caller's as well: the body's views are first made to hold for any layout its
+    kept ops give in either mode (Note [views of any layout])."""
     from torch._export.passes.replace_autocast_with_hop_pass import replace_autocast_with_hop_pass
 
+    views_of_any_layout(program)
     module = program.graph_module
     graph = module.graph
     placeholders = [node for node in graph.nodes if node.op == "placeholder"]

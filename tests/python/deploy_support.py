@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import pytest
+import requires
 from built_tree import require_built
 from export_checks import ISSUE_POLICY
 import torch
@@ -25,10 +25,11 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 
 def import_autocastgen() -> ModuleType:
     """The build's autocastgen package, with onnx, onnxscript and onnxruntime (scripts/requirements.txt);
-    the test module is skipped where the build or they are missing (an error where ctest runs it)."""
+    the test module is skipped where the build or they are missing, an error where ctest runs it
+    (built_tree.py; requires.py: with the pinned PyTorch, which scripts/setup installs them beside)."""
     require_built(BUILD, "python/autocastgen/deploy.py")
     for package in ("onnx", "onnxscript", "onnxruntime"):
-        pytest.importorskip(package)
+        requires.module(package)
     import autocastgen
 
     return autocastgen
@@ -222,7 +223,7 @@ def real_model(name: str) -> tuple[torch.nn.Module, tuple]:
                     module.running_mean.uniform_(-0.5, 0.5)
                     module.running_var.uniform_(0.5, 2.0)
         return model, (torch.randn(2, 3, 16, 16),)
-    import transformers
+    transformers = requires.module("transformers")  # scripts/models-venv: a skip elsewhere, an error there
 
     common = {"vocab_size": 128, "use_cache": False}
     if name == "llama":

@@ -29,6 +29,7 @@ import sys
 import warnings
 
 import pytest
+import requires
 
 torch = pytest.importorskip("torch")
 
@@ -232,7 +233,7 @@ def test_a_transformers_model_from_a_config():
     # GPT-2 built from a config (no download), its second block's MLP up-projection scaled x1e5:
     # c_fc's outputs reach 72000 (float16: inf) and c_proj gets them as inputs (GELU keeps them).
     # Both places are in transformer.h.1.mlp, which holds nothing else: one section.
-    transformers = pytest.importorskip("transformers")
+    transformers = requires.module("transformers")  # scripts/models-venv (requires.py)
     config = transformers.GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=4,
                                      bos_token_id=0, eos_token_id=0)
     torch.manual_seed(0)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+import requires
 from built_tree import require_built
 import torch
 
@@ -244,8 +245,9 @@ def test_a_custom_post_pass_installed_before_ours_still_runs_and_keys_the_caches
 @scopes_inside
 def test_a_transformers_llama_compiled_in_an_own_scope_equals_eager() -> None:
     # A real model from outside the project, built from a config (no download): transformers comes
-    # with scripts/models-venv, which scripts/test's default build uses; skipped where it is missing.
-    transformers = pytest.importorskip("transformers")
+    # with scripts/models-venv, which scripts/test's default build uses: missing there, an error;
+    # skipped elsewhere (requires.py).
+    transformers = requires.module("transformers")
     config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     torch.manual_seed(0)

@@ -23,9 +23,7 @@ CASES = [(name, dtype) for dtype in (torch.bfloat16, torch.float16) for name in 
 @pytest.mark.parametrize("name,dtype", rotating(CASES[4:], 1, always=CASES[:4]),
                          ids=lambda v: str(v).removeprefix("torch."))
 def test_a_real_model_runs_in_onnxruntime_as_eager_ran(name: str, dtype: torch.dtype, tmp_path: Path) -> None:
-    if name != "resnet":
-        pytest.importorskip("transformers")
-    model, args = ds.real_model(name)
+    model, args = ds.real_model(name)  # transformers: requires.py
     refs = ds.references(model, args[0], dtype, ds.REAL_POLICY)
     program = ds.baked_program(model, args, dtype=dtype, policy=ds.REAL_POLICY)
     export = autocastgen.export_onnx(program)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -34,6 +35,28 @@ struct StatsOptions {
   bool merge = false;
   std::string by = "op";  // op: rows per (op, rule), modules summed; module: per (module, op, rule)
 };
+
+// Note [long names in tables]: a file may hold names of up to a MiB (Note [names in statistics
+// files] in core/support/stats_names.h), and each row of a table is padded to its column's widest
+// cell, so one long name shown whole would widen every row: a file of many rows would print
+// its long name's length times its row count. A name over kShownNameBytes (the old bound on names
+// in a file, so that no name of such a file shows differently) is shown as its head and its tail,
+// where a module path keeps its leaf, around its length; `--json` prints every name whole.
+constexpr size_t kShownNameBytes = 1024;
+constexpr size_t kShownEndBytes = 480;  // of the head, of the tail
+
+bool inside_sequence(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
+
+// A name as tables print it: shortened (Note [long names in tables]), through terminal_text.
+std::string shown_name(std::string_view name) {
+  if (name.size() <= kShownNameBytes) return terminal_text(name);
+  size_t head = kShownEndBytes;
+  while (head > 0 && inside_sequence(name[head])) --head;
+  size_t tail = name.size() - kShownEndBytes;
+  while (tail < name.size() && inside_sequence(name[tail])) ++tail;
+  return terminal_text(name.substr(0, head)) + fmt::format("...[{} bytes]...", name.size()) +
+         terminal_text(name.substr(tail));
+}
 
 // Note [headroom]: how far an op's largest finite output |value| is from float16's largest finite
 // value, in bits (binary orders of magnitude): log2(65504 / max |value|). +3 means the outputs
@@ -92,7 +115,7 @@ std::string ran_in_text(const std::map<std::string, uint64_t>& ran_in) {
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
   std::string text;
   for (const auto& [dtype, calls] : sorted)
-    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", terminal_text(dtype), calls);
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", shown_name(dtype), calls);
   return text.empty() ? "-" : text;
 }
 
@@ -200,10 +223,10 @@ void sort_by_module(std::vector<OpStats>& ops) {
 }
 
 // Names in tables are printed through terminal_text (Note [text for terminals]): a module or op
-// named with ESC [31m must not recolour the screen.
+// named with ESC [31m must not recolour the screen; and shortened (Note [long names in tables]).
 std::string module_text(const OpStats& op) {
   if (!op.module) return "-";
-  return op.module->empty() ? "<root>" : terminal_text(*op.module);
+  return op.module->empty() ? "<root>" : shown_name(*op.module);
 }
 
 // Under the table: the fp8 list's calls that ran in the lower precision, and why (the runtime's
@@ -216,11 +239,11 @@ void print_fp8_skipped(const std::vector<OpStats>& ops, bool by_module) {
     first = false;
     uint64_t skipped = 0;
     for (const auto& [reason, calls] : op.fp8_skipped) skipped += calls;
-    std::cout << fmt::format("  {}{}: {} of {} calls\n", terminal_text(op.op), by_module ? fmt::format(" in {}", module_text(op)) : "",
+    std::cout << fmt::format("  {}{}: {} of {} calls\n", shown_name(op.op), by_module ? fmt::format(" in {}", module_text(op)) : "",
                              skipped, op.calls);
     std::vector<std::pair<std::string, uint64_t>> reasons(op.fp8_skipped.begin(), op.fp8_skipped.end());
     std::stable_sort(reasons.begin(), reasons.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
-    for (const auto& [reason, calls] : reasons) std::cout << fmt::format("    {:>8}  {}\n", calls, terminal_text(reason));
+    for (const auto& [reason, calls] : reasons) std::cout << fmt::format("    {:>8}  {}\n", calls, shown_name(reason));
   }
 }
 
@@ -251,7 +274,7 @@ int report_one(const std::string& title, std::vector<OpStats> ops, bool as_json,
   if (with_ranges)
     for (const char* column : {"f16 over", "f16 under", "bf16 over", "bf16 under"}) rows.front().emplace_back(column);
   const auto row_of = [with_ranges](const OpStats& op, std::string name, std::string policy) {
-    std::vector<std::string> row = {terminal_text(name), terminal_text(policy), std::to_string(op.calls), ran_in_text(op.ran_in),
+    std::vector<std::string> row = {shown_name(name), shown_name(policy), std::to_string(op.calls), ran_in_text(op.ran_in),
                                     std::to_string(op.casts), std::to_string(op.cast_bytes), cache_text(op),
                                     nonfinite_text(op), magnitude_text(op.output_max_abs), headroom_text(op.output_max_abs)};
     if (with_ranges) {
@@ -360,9 +383,9 @@ int report_diff(const fs::path& path_a, const std::vector<OpStats>& ops_a, const
     std::string ran_in = ran_in_text(x.ran_in) == ran_in_text(y.ran_in)
                              ? ran_in_text(x.ran_in)
                              : fmt::format("{} -> {}", ran_in_text(x.ran_in), ran_in_text(y.ran_in));
-    std::string name = terminal_text(key.op) + (row.a ? (row.b ? "" : " (only in A)") : " (only in B)");
+    std::string name = shown_name(key.op) + (row.a ? (row.b ? "" : " (only in A)") : " (only in B)");
     auto policy_text = [](const OpStats* op) {
-      return !op ? std::string("-") : op->policy.empty() ? "?" : terminal_text(op->policy);
+      return !op ? std::string("-") : op->policy.empty() ? "?" : shown_name(op->policy);
     };
     const std::string policy = policy_text(row.a) == policy_text(row.b)
                                    ? policy_text(row.a)

@@ -71,8 +71,10 @@ namespace {
 // any entry is wrong: a report over part of a file would look complete. `autocastgen report`
 // checks its files here before the Python reporter reads them, so the two verbs refuse the same
 // files with the same errors. Numbers too large for their type (a 5000-digit count) are errors,
-// quoted shortened; names longer than kMaxStatsNameBytes are errors; names are kept as written
-// and printed through terminal_text (Note [text for terminals]).
+// quoted shortened; a name longer than kMaxStatsNameBytes (1 MiB), or a member name longer than
+// kMaxStatsKeyBytes, is an error, one the runtime never writes (Note [names in statistics files]
+// in core/support/stats_names.h); names are kept as written, and the verbs print them shortened
+// and through terminal_text (Note [text for terminals]).
 class StatsReader {
  public:
   explicit StatsReader(DiagnosticEngine& diags) : diags_(diags) {}
@@ -185,18 +187,19 @@ class StatsReader {
     for (const auto& [name, calls] : node.pairs()) {
       uint64_t value = 0;
       if (!name.is_scalar()) ok = error(name, fmt::format("the keys of '{}' must be {}s, found {}", key, what, name.describe_json()));
-      else if (!short_enough(name, fmt::format("a {} in '{}'", what, key))) ok = false;
+      else if (!short_enough(name, fmt::format("a {} in '{}'", what, key), kMaxStatsKeyBytes)) ok = false;
       else if (!integer(calls, fmt::format("'{}' of '{}'", key, shortened(name.scalar())), value)) ok = false;
       else out[name.scalar()] += value;
     }
     return ok;
   }
 
-  // A name of at most kMaxStatsNameBytes (`what` says which, in the error).
-  bool short_enough(const YamlNode& name, std::string_view what) {
-    if (name.scalar().size() <= kMaxStatsNameBytes) return true;
-    return error(name, fmt::format("{} is {} bytes long; names in statistics files hold at most {} bytes", what,
-                                   name.scalar().size(), kMaxStatsNameBytes));
+  // A name of at most `bound` bytes (`what` says which, in the error). A member name over
+  // kMaxStatsKeyBytes never gets here: yaml-cpp refuses it (Note [names in statistics files]).
+  bool short_enough(const YamlNode& name, std::string_view what, size_t bound = kMaxStatsNameBytes) {
+    if (name.scalar().size() <= bound) return true;
+    return error(name, fmt::format("{} is {} bytes long; {} in statistics files hold at most {} bytes", what,
+                                   name.scalar().size(), bound == kMaxStatsNameBytes ? "names" : "member names", bound));
   }
 
   // An optional member holding a finite number >= 0, or null (not measured).

@@ -13,13 +13,9 @@
 
 #include "support/diagnostics.h"
 #include "support/source_manager.h"
+#include "support/stats_names.h"  // kMaxStatsNameBytes, kMaxStatsKeyBytes: the bounds the runtime writes within
 
 namespace autocastgen::cli {
-
-// The most bytes a name in a statistics file (an op, a rule, a module path, a dtype, a reason)
-// may hold: module paths of real models are under 200 bytes, and a longer one would make every
-// table and the report's module tree unreadable (Note [reading a statistics file]).
-inline constexpr size_t kMaxStatsNameBytes = 1024;
 
 // An op's `ranges` object (Note [range record] in runtime/include/autocastgen/runtime/watch.h).
 struct RangeStats {

@@ -131,7 +131,7 @@ def write_inputs(folder: Path) -> list[Case]:
     long_module = stats_file("long_module.json", module=".".join(["layer"] * 200_000))
     cases.append(Case("a 1.2 MB module path", ["stats", str(long_module)],
                       rf"^{re.escape(str(long_module))}:1:71: error: 'module' is 1199999 bytes long; names in statistics "
-                      r"files hold at most 1024 bytes$"))
+                      r"files hold at most 1048576 bytes$"))
     (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     cases.append(Case("JSON nested 100,000 deep", ["stats", str(folder / "deep.json")],
                       rf"^{re.escape(str(folder / 'deep.json'))}:1:65: error: invalid JSON: nesting deeper than 64 levels$"))

@@ -32,6 +32,8 @@ sys.path.insert(0, str(BUILD / "python"))
 from child_process import run_bounded  # noqa: E402
 
 ENTRY = '"calls":1,"ran_in":{},"casts":0,"cast_bytes":0,"cache_hits":0'
+MAX_NAME = 2**20  # bytes: kMaxStatsNameBytes in core/support/stats_names.h
+MAX_KEY = 1022  # bytes of a member name: kMaxStatsKeyBytes there
 HEAD = '{"version":1,"ops":'
 
 HOSTILE = {  # name -> (the file's text, the first line of the diagnostics after the file's name)
@@ -50,6 +52,14 @@ HOSTILE = {  # name -> (the file's text, the first line of the diagnostics after
     "many_errors": (HEAD + '[{"op":"a","calls":1,"ran_in":{' + ",".join(f'"d{i}":-1' for i in range(200_000))
                     + '},"casts":0,"cast_bytes":0,"cache_hits":0}]}',
                     ":1:56: error: 'ran_in' of 'd0' must be a non-negative integer, found '-1'"),
+    # Past the bounds on names (Note [names in statistics files] in core/support/stats_names.h),
+    # counted in bytes of UTF-8: 524,288 two-byte characters and one more byte; a member name.
+    "long_module": (HEAD + '[{"op":"a","module":"' + "é" * (MAX_NAME // 2) + 'x",' + ENTRY + "}]}",
+                    f":1:40: error: 'module' is {MAX_NAME + 1} bytes long; names in statistics files hold at most "
+                    f"{MAX_NAME} bytes"),
+    "long_dtype": (HEAD + '[{"op":"a","calls":1,"ran_in":{"' + "d" * (MAX_NAME + 1) + '":1},"casts":0,"cast_bytes":0,'
+                   '"cache_hits":0}]}', f":1:51: error: a dtype name in 'ran_in' is {MAX_NAME + 1} bytes long; member "
+                   f"names in statistics files hold at most {MAX_KEY} bytes"),
     "control_characters": (HEAD + '[{"op":"\\u001b[31mred\\u202e",' + ENTRY + '},{"op":"\\u001b[31mred\\u202e",' + ENTRY
                            + "}]}", ":1:112: error: '\\x1b[31mred\\u202e' is listed twice"),
 }
@@ -92,7 +102,8 @@ def test_a_hostile_file_is_a_located_error_within_bounds(name, tmp_path):
         assert "\x1b" not in result["text"] and "\u202e" not in result["text"]
 
 
-@pytest.mark.parametrize("name", ["deep", "deep_member", "deep_behind_strings", "long_integer", "past_uint64"])
+@pytest.mark.parametrize("name", ["deep", "deep_member", "deep_behind_strings", "long_integer", "past_uint64",
+                                  "long_module"])
 def test_the_stats_verb_says_the_same(name, tmp_path):
     # Byte for byte where every source line shown is short (both show a long one cut differently),
     # else the first line.
@@ -135,3 +146,48 @@ def test_good_files_with_hostile_parts_make_a_page(tmp_path):
     assert "1 rows ran in modules nested deeper than 64 levels or named by more than 1024 characters" in page
     assert 'data-path="layers.0"' in page and 'data-path="m.m' not in page
     assert deep_module in page  # in the per-module table's rows
+
+
+def test_both_readers_take_names_of_the_bound_and_refuse_one_byte_more(tmp_path):
+    # The readers agree on the bounds the runtime writes within (tests/python/test_stats.py writes
+    # names past them through real runs): every kind of name at exactly its bound reads in the
+    # stats verb and the reporter; one byte more is an error at the same place in both. Past its
+    # bound a member name is yaml-cpp's error in the stats verb ("end of map flow not found").
+    from autocastgen.reporter.reading import MAX_KEY_BYTES, MAX_NAME_BYTES
+
+    assert (MAX_NAME_BYTES, MAX_KEY_BYTES) == (MAX_NAME, MAX_KEY)
+    if not Path(CLI).is_file():
+        pytest.skip("no CLI")
+
+    def write(name: str, value_extra: int, key_extra: int) -> Path:
+        entry = {"op": "o" * (MAX_NAME + value_extra), "module": "é" * (MAX_NAME // 2 - 1) + "m" * (2 + value_extra),
+                 "calls": 2, "ran_in": {"é" * (MAX_KEY // 2 - 1) + "d" * (2 + key_extra): 2},
+                 "fp8_skipped": {"r" * (MAX_KEY + key_extra): 1}, "casts": 0, "cast_bytes": 0, "cache_hits": 0}
+        path = tmp_path / name
+        path.write_text(json.dumps({"version": 1, "ops": [entry]}, ensure_ascii=False))
+        return path
+
+    def both(path: Path) -> tuple[dict, subprocess.CompletedProcess]:
+        return read_bounded(path), subprocess.run([CLI, "stats", str(path)], capture_output=True, text=True, timeout=120)
+
+    def errors(text: str) -> list[str]:
+        return [line for line in text.splitlines() if ": error: " in line]
+
+    ours, theirs = both(write("fits.json", 0, 0))
+    assert ours == {"ok": True} and theirs.returncode == 0, theirs.stderr[-2000:]
+
+    ours, theirs = both(write("long_values.json", 1, 0))
+    assert ours["ok"] is False and theirs.returncode == 1
+    assert errors(ours["text"]) == errors(theirs.stderr) and len(errors(theirs.stderr)) == 2, theirs.stderr[-2000:]
+    for what in ("'op'", "'module'"):
+        assert any(f"error: {what} is {MAX_NAME + 1} bytes long; names in statistics files hold at most {MAX_NAME} "
+                   "bytes" in line for line in errors(ours["text"])), what
+
+    ours, theirs = both(write("long_keys.json", 0, 1))
+    assert ours["ok"] is False and theirs.returncode == 1
+    first = errors(ours["text"])[0]
+    assert first.endswith(f"error: a dtype name in 'ran_in' is {MAX_KEY + 1} bytes long; member names in statistics "
+                          f"files hold at most {MAX_KEY} bytes"), first
+    assert f"error: a reason in 'fp8_skipped' is {MAX_KEY + 1} bytes long" in errors(ours["text"])[1]
+    place = first.split(" error: ")[0]
+    assert errors(theirs.stderr) == [f"{place} error: invalid JSON: end of map flow not found"], theirs.stderr[-2000:]

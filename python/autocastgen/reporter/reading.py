@@ -18,7 +18,12 @@ file is still refused where the json module's parser runs out of recursion (abou
 or a check fails, and otherwise read (its deep part is a member nothing reads), where the stats
 verb refuses it. A number the json module will not turn into an int (more than 4300 digits)
 or a count past 2^64 - 1 is the stats verb's "must be a non-negative integer" error, not a
-ValueError; every regular expression here is linear in the text it scans.
+ValueError; every regular expression here is linear in the text it scans. A name (an op, a rule, a
+module path) over MAX_NAME_BYTES of UTF-8, or a member name (a dtype, a reason) over MAX_KEY_BYTES,
+is an error, as in the stats verb (whose message for the second is yaml-cpp's): the bounds the
+runtime writes within (Note [names in statistics files] in core/support/stats_names.h), so every
+file it writes reads here (the report's tree leaves long paths to the per-module table, Note
+[bounded tree] in view.py).
 """
 
 from __future__ import annotations
@@ -43,6 +48,25 @@ _MAX_SHOWN = 20  # diagnostics printed per file; the count says how many there w
 _LONG_LINE = 400  # characters: a longer source line is shown around its column
 MAX_DEPTH = 64  # nested objects and arrays, the file itself included (kMaxYamlDepth in core/support/yaml.h)
 MAX_COUNT = 2**64 - 1  # the largest count the C++ reader takes (a uint64_t)
+MAX_NAME_BYTES = 2**20  # a value: kMaxStatsNameBytes in core/support/stats_names.h
+MAX_KEY_BYTES = 1022  # a member name (a dtype, a reason): kMaxStatsKeyBytes there
+_SURELY_SHORT = MAX_NAME_BYTES // 4  # characters: UTF-8 takes at most 4 bytes for one
+_KEY_SURELY_SHORT = MAX_KEY_BYTES // 4
+
+
+def _name_bytes(text: str) -> int:
+    """A name's length as the C++ reader counts it: bytes of UTF-8 (a lone surrogate from a JSON
+    escape as the 3 bytes it would take)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _too_long(text: str, bound: int = MAX_NAME_BYTES) -> bool:
+    return len(text) > bound // 4 and _name_bytes(text) > bound
+
+
+def _long_name(what: str, text: str, bound: int = MAX_NAME_BYTES) -> str:
+    kind = "names" if bound == MAX_NAME_BYTES else "member names"
+    return f"{what} is {_name_bytes(text)} bytes long; {kind} in statistics files hold at most {bound} bytes"
 
 _QUOTED_BYTES = 40  # as the stats verb quotes a value (shortened() in core/support/strings.h)
 
@@ -166,6 +190,18 @@ class _Spans:
             token = len(match.group(0)) if match else 1
         return found.end(), token
 
+    def key(self, obj: dict[str, Any], key: str) -> tuple[int, int]:
+        """The offset and source length of the member name ``key`` of ``obj``, as the runtime
+        writes names (json.dumps's escapes); else the object's start."""
+        start, end = self.spans[id(obj)]
+        written = json.dumps(key, ensure_ascii=False)
+        at = self.text.find(written, start, end)
+        while at >= 0:  # a name, not a value that reads the same: a ':' follows
+            if self.text.startswith(":", json.decoder.WHITESPACE.match(self.text, at + len(written)).end()):
+                return at, len(written)
+            at = self.text.find(written, at + 1, end)
+        return start, 1
+
     def item(self, array: list[Any], index: int) -> int:
         value = array[index]
         if isinstance(value, (dict, list)):
@@ -238,6 +274,21 @@ class _Checker:
         return f"'{_shortened(json.dumps(value))}'"
 
     # --- values ---
+    def name(self, obj: dict[str, Any], key: str, what: str) -> bool:
+        """A name member of at most MAX_NAME_BYTES (the stats verb's short_enough)."""
+        if not _too_long(obj[key]):
+            return True
+        return self.error(self._at_member(obj, key), _long_name(what, obj[key]))
+
+    def key_name(self, obj: dict[str, Any], key: str, what: str) -> bool:
+        """A member name (a dtype, a reason) of at most MAX_KEY_BYTES: the stats verb refuses a
+        longer one too, as yaml-cpp does ("end of map flow not found", Note [names in statistics
+        files])."""
+        if not _too_long(key, MAX_KEY_BYTES):
+            return True
+        return self.error(self.spans.key(obj, key) if self._locating else (None, 1),
+                          _long_name(what, key, MAX_KEY_BYTES))
+
     def integer(self, obj: dict[str, Any], key: str, what: str) -> bool:
         value = obj[key]
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
@@ -284,9 +335,9 @@ class _Checker:
                 continue
             key = (item["op"], item.get("policy", ""), "module" in item, item.get("module", ""))
             if key in seen:
-                rule = f" ({item['policy']})" if item.get("policy") else ""
-                module = f" in module '{item['module']}'" if "module" in item else ""
-                self.error((self._at(item), 1), f"'{item['op']}'{rule}{module} is listed twice")
+                rule = f" ({_shortened(item['policy'])})" if item.get("policy") else ""
+                module = f" in module '{_shortened(item['module'])}'" if "module" in item else ""
+                self.error((self._at(item), 1), f"'{_shortened(item['op'])}'{rule}{module} is listed twice")
                 first = ops[seen[key]]
                 at = self.spans.start(first) if self.spans is not None and self.errors <= _MAX_SHOWN else None
                 self.found.append(Diagnostic("note", at, "first listed here"))
@@ -305,11 +356,17 @@ class _Checker:
         elif not isinstance(name, str) or not name:
             ok = self.error((self._at_member(item, "op")[0], 1),
                             f"'op' must be an op name such as \"aten::linear\", found {_describe(name) if not isinstance(name, str) else repr(name)}")
+        else:
+            ok = self.name(item, "op", "'op'") and ok
         if "policy" in item and not isinstance(item["policy"], str):
             ok = self.error(self._at_member(item, "policy"), "'policy' must be a string")
+        elif "policy" in item:
+            ok = self.name(item, "policy", "'policy'") and ok
         if "module" in item and not isinstance(item["module"], str):
             ok = self.error(self._at_member(item, "module"),
                             f"'module' must be a module path string, found {_describe(item['module'])}")
+        elif "module" in item:
+            ok = self.name(item, "module", "'module'") and ok
         ok = self.count(item, "calls", True) and ok
         if "ran_in" not in item:
             ok = self.error((self._at(item), 1), "missing member 'ran_in'")
@@ -318,7 +375,8 @@ class _Checker:
                             f"'ran_in' must be an object of dtype name to calls, found {_describe(item['ran_in'])}")
         else:
             for dtype in item["ran_in"]:
-                ok = self.integer(item["ran_in"], dtype, f"'ran_in' of '{dtype}'") and ok
+                ok = (self.key_name(item["ran_in"], dtype, "a dtype name in 'ran_in'")
+                      and self.integer(item["ran_in"], dtype, f"'ran_in' of '{_shortened(dtype)}'")) and ok
         for key, needed in (("casts", True), ("cast_bytes", True), ("cache_hits", True), ("cache_misses", False),
                             ("cache_evictions", False), ("compiled_calls", False), ("outputs_checked", False),
                             ("nonfinite", False)):
@@ -342,7 +400,8 @@ class _Checker:
                                 f"'fp8_skipped' must be an object of reason to calls, found {_describe(skipped)}")
             else:
                 for reason in skipped:
-                    ok = self.integer(skipped, reason, f"'fp8_skipped' of '{reason}'") and ok
+                    ok = (self.key_name(skipped, reason, "a reason in 'fp8_skipped'")
+                          and self.integer(skipped, reason, f"'fp8_skipped' of '{_shortened(reason)}'")) and ok
         event = item.get("first_nonfinite")
         if event is not None and not (isinstance(event, dict) and isinstance(event.get("message"), str)
                                       and isinstance(event.get("line", ""), str)):
@@ -369,8 +428,11 @@ def _plain_entry(item: Any) -> bool:
     op, ran_in = get("op"), get("ran_in")
     if type(op) is not str or not op or type(ran_in) is not dict:
         return False
-    if type(get("policy", "")) is not str or type(get("module", "")) is not str:
+    policy, module = get("policy", ""), get("module", "")
+    if type(policy) is not str or type(module) is not str:
         return False
+    if len(op) > _SURELY_SHORT or len(policy) > _SURELY_SHORT or len(module) > _SURELY_SHORT:
+        return False  # maybe past MAX_NAME_BYTES: entry() counts its bytes
     for key in _NEEDED:
         value = get(key)
         if type(value) is not int or not 0 <= value <= MAX_COUNT:
@@ -379,8 +441,8 @@ def _plain_entry(item: Any) -> bool:
         value = get(key, 0)
         if type(value) is not int or not 0 <= value <= MAX_COUNT:
             return False
-    for value in ran_in.values():
-        if type(value) is not int or not 0 <= value <= MAX_COUNT:
+    for dtype, value in ran_in.items():
+        if type(value) is not int or not 0 <= value <= MAX_COUNT or len(dtype) > _KEY_SURELY_SHORT:
             return False
     value = get("output_max_abs")
     if value is not None and not (type(value) in _NUMBERS and 0 <= value < math.inf):
@@ -401,8 +463,8 @@ def _plain_entry(item: Any) -> bool:
         skipped = item["fp8_skipped"]
         if type(skipped) is not dict:
             return False
-        for value in skipped.values():
-            if type(value) is not int or not 0 <= value <= MAX_COUNT:
+        for reason, value in skipped.items():
+            if type(value) is not int or not 0 <= value <= MAX_COUNT or len(reason) > _KEY_SURELY_SHORT:
                 return False
     event = get("first_nonfinite")
     return event is None or (type(event) is dict and type(event.get("message")) is str

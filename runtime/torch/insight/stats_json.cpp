@@ -13,6 +13,7 @@
 
 #include "autocastgen/runtime/modules.h"
 #include "stats_table.h"
+#include "support/stats_names.h"
 #include "watch_internal.h"
 
 namespace autocastgen::stats::detail {
@@ -68,6 +69,23 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
+// A name the readers take (Note [names in statistics files]): a value (an op, a module path)
+// whole up to kMaxStatsNameBytes; a member name (a dtype, an fp8 reason) whose text between its
+// quotes stays within kMaxStatsKeyBytes; longer ones cut, with their length and hash.
+std::string json_name(std::string_view name) { return json_string(stats_file_name(name)); }
+
+std::string json_key(std::string_view name) {
+  std::string text = json_string(name);
+  if (text.size() - 2 <= kMaxStatsKeyBytes) return text;
+  const size_t room = kMaxStatsKeyBytes - stats_name_marker(name).size();
+  size_t keep = 0;
+  for (size_t written = 0; keep < name.size(); ++keep) {  // escapes count as written
+    written += json_string(name.substr(keep, 1)).size() - 2;
+    if (written > room) break;
+  }
+  return json_string(stats_name_cut(name, keep));  // the marker is ASCII: written as it is
+}
+
 // The shortest text that reads back as the same double (JSON has no Inf or NaN: none reach here).
 std::string json_number(double value) {
   char text[32];
@@ -115,13 +133,13 @@ std::string to_json(const Table& table) {
     const OpCounters& c = op->second;
     out += first ? "\n  " : ",\n  ";
     first = false;
-    out += "{\"op\": " + json_string(std::get<0>(op->first)) + ", \"policy\": \"" + policy_name(std::get<1>(op->first)) + "\"";
-    if (const uint32_t module = std::get<2>(op->first); module != 0) out += ", \"module\": " + json_string(paths.at(module));
+    out += "{\"op\": " + json_name(std::get<0>(op->first)) + ", \"policy\": \"" + policy_name(std::get<1>(op->first)) + "\"";
+    if (const uint32_t module = std::get<2>(op->first); module != 0) out += ", \"module\": " + json_name(paths.at(module));
     out += ", \"calls\": " + std::to_string(c.calls) + ", \"ran_in\": {";
     bool first_dtype = true;
     for (size_t i = 0; i < kDtypeSlots; ++i) {
       if (c.ran_in[i] == 0) continue;
-      out += (first_dtype ? "" : ", ") + json_string(dtype_name(i)) + ": " + std::to_string(c.ran_in[i]);
+      out += (first_dtype ? "" : ", ") + json_key(dtype_name(i)) + ": " + std::to_string(c.ran_in[i]);
       first_dtype = false;
     }
     out += "}, \"input_dtypes\": [";
@@ -143,7 +161,7 @@ std::string to_json(const Table& table) {
       std::sort(reasons.begin(), reasons.end());
       out += ", \"fp8_skipped\": {";
       for (size_t i = 0; i < reasons.size(); ++i)
-        out += (i == 0 ? "" : ", ") + json_string(reasons[i].first) + ": " + std::to_string(reasons[i].second);
+        out += (i == 0 ? "" : ", ") + json_key(reasons[i].first) + ": " + std::to_string(reasons[i].second);
       out += "}";
     }
     // Note [compiled calls]: calls a compiled graph made are counted from what their trace saw

@@ -17,6 +17,7 @@ namespace {
 
 struct ApplyOptions {
   std::string program;
+  bool trust_program = false;
   std::string policy;
   std::string dtype;
   std::string device = "cpu";
@@ -25,9 +26,15 @@ struct ApplyOptions {
 
 struct MapOptions {
   std::string program;
+  bool trust_program = false;
   std::string by = "module";
   std::string format = "text";
 };
+
+// Note [a program file is data] (python/autocastgen/_program_file.py): without this flag a program
+// is read as data, and a part only pickle could read is refused.
+constexpr const char* kTrustHelp =
+    "Read the program with PyTorch's own loader, pickle included: only for a file you trust as code (docs/security.md#program-files)";
 
 int run_export_cli(std::vector<std::string> args) {
   return run_own_python_module("_export_cli", "autocastgen._export_cli", args);
@@ -47,10 +54,12 @@ VerbRunner add_apply_verb(CLI::App& app) {
       ->check(CLI::IsMember({"float16", "bfloat16"}));
   verb->add_option("--device", options->device, "The device type autocast runs on (default cpu)");
   verb->add_option("-o,--output", options->output, "The program to write")->required();
+  verb->add_flag("--trust-program", options->trust_program, kTrustHelp);
   return [options] {
     std::vector<std::string> args = {"apply", options->program, "--dtype", options->dtype, "--device", options->device,
                                      "-o", options->output};
     if (!options->policy.empty()) args.insert(args.end(), {"--policy", options->policy});
+    if (options->trust_program) args.push_back("--trust-program");
     return run_export_cli(args);
   };
 }
@@ -63,8 +72,11 @@ VerbRunner add_precision_map_verb(CLI::App& app) {
   verb->add_option("--by", options->by, "One row per module and op (default) or per op")
       ->check(CLI::IsMember({"module", "op"}));
   verb->add_option("--format", options->format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  verb->add_flag("--trust-program", options->trust_program, kTrustHelp);
   return [options] {
-    return run_export_cli({"precision-map", options->program, "--by", options->by, "--format", options->format});
+    std::vector<std::string> args = {"precision-map", options->program, "--by", options->by, "--format", options->format};
+    if (options->trust_program) args.push_back("--trust-program");
+    return run_export_cli(args);
   };
 }
 

@@ -24,7 +24,8 @@ it already) and offers to Python:
 * the precision report: ``report("run.json", output="run.html")``, one HTML page (docs/report.md);
 * the policy in a torch.export program: ``export(model, args, device=..., dtype=...)`` and
   ``apply_policy(program, ...)``: explicit casts, run without autocastgen; ``precision_map``
-  (docs/export.md).
+  (docs/export.md); ``load_program(path)`` reads a saved program as data, running no code from it
+  (docs/security.md).
 * deployment of a baked program: ``export_onnx(program)`` (ONNX that runs in ONNX Runtime with the
   policy's precision), ``export_aoti(program, package_path=...)`` (an AOTInductor package that
   rounds as eager does) (docs/deploy.md).
@@ -42,6 +43,7 @@ from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_fil
 from ._runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from ._export import ExportError, apply_policy, export, precision_map
+from ._program_file import ProgramFileError, load_program
 from .deploy import DeployError, OnnxExport, export_aoti, export_onnx
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
@@ -74,6 +76,7 @@ __all__ = [
     "GradScaler",
     "OnnxExport",
     "PolicyError",
+    "ProgramFileError",
     "Stats",
     "advise",
     "apply_policy",
@@ -96,6 +99,7 @@ __all__ = [
     "is_cache_enabled",
     "is_enabled",
     "load_policy",
+    "load_program",
     "load_runtime",
     "nesting",
     "precision_map",

@@ -80,10 +80,11 @@ _ONNX_TYPE = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6, t
 def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                 device: str | None = None, dtype: torch.dtype | None = None, policy: Any = None,
                 no_kernel: str = "float32", provider: str = "CPUExecutionProvider", opset: int | None = None,
-                path: str | Path | None = None, check: bool = True) -> OnnxExport:
+                path: str | Path | None = None, check: bool = True, trusted: bool = False) -> OnnxExport:
     """A baked program as ONNX that passes onnx.checker and loads in onnxruntime with `provider`.
 
-    `program`: a baked ExportedProgram, or a module baked by autocastgen.export (`args`, `kwargs`,
+    `program`: a baked ExportedProgram, a file torch.export.save wrote of one (read as data unless
+    `trusted`: docs/security.md), or a module baked by autocastgen.export (`args`, `kwargs`,
     `device`, `dtype`, `policy`). `no_kernel`: what to do with nodes the provider has no kernel
     for in their dtype: "float32" runs them in float32 with the dtype's rounding (casts around them),
     "keep" leaves and lists them, "error" raises DeployError naming them. `check` runs onnx.checker
@@ -96,7 +97,7 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     if no_kernel not in NO_KERNEL_CHOICES:
         raise ValueError(f"no_kernel={no_kernel!r}: expected one of {NO_KERNEL_CHOICES}")
     kernels = _onnx_kernels.KernelTable(provider)
-    program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy)
+    program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy, trusted=trusted)
     has_fp8 = any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype in _deploy_fp8.FLOAT8
                   for n in program.graph.nodes)
     if has_fp8 and opset is not None and opset < 19:

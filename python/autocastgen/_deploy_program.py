@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
 from ._export_program import is_guard, unguarded
+from ._program_file import load_program
 
 # A deployed program holds no op of ours (Note [fp8 in a deployed program]).
 _OUR_NAMESPACE = "autocastgen"
@@ -21,17 +23,20 @@ class DeployError(ValueError):
 
 def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                        device: str | None = None, dtype: torch.dtype | None = None, policy: Any = None,
-                       ) -> torch.export.ExportedProgram:
-    """A baked ExportedProgram with only PyTorch's ops: `program` itself when it is one (checked), or
-    `autocastgen.export(program, args, kwargs, device=, dtype=, policy=)` of a module, with
-    autocastgen.export's guard scope inlined; what cannot run without autocastgen raises DeployError."""
-    if not isinstance(program, torch.export.ExportedProgram):
-        program = _export(program, args, kwargs, device=device, dtype=dtype, policy=policy)
-    elif device is not None or dtype is not None or policy is not None or args or kwargs:
-        raise DeployError("an ExportedProgram is deployed as it was baked: device=, dtype=, policy=, args and kwargs "
-                          "are for a module, which autocastgen.export bakes first")
+                       trusted: bool = False) -> torch.export.ExportedProgram:
+    """A baked ExportedProgram with only PyTorch's ops: `program` itself when it is one (checked), the
+    program saved at `program` when it is a path (read as data unless `trusted`: Note [a program file
+    is data]), or `autocastgen.export(program, args, kwargs, device=, dtype=, policy=)` of a module,
+    with autocastgen.export's guard scope inlined; what cannot run without autocastgen raises DeployError."""
+    from_file = isinstance(program, (str, os.PathLike))
+    if from_file or isinstance(program, torch.export.ExportedProgram):
+        if device is not None or dtype is not None or policy is not None or args or kwargs:
+            raise DeployError("an ExportedProgram is deployed as it was baked: device=, dtype=, policy=, args and "
+                              "kwargs are for a module, which autocastgen.export bakes first")
+        # The passes below edit its graph: a program read here is ours, the caller's stays as it was.
+        program = load_program(program, trusted=trusted) if from_file else copy.deepcopy(program)
     else:
-        program = copy.deepcopy(program)  # the passes below edit its graph; the caller's stays as it was
+        program = _export(program, args, kwargs, device=device, dtype=dtype, policy=policy)
     ours = set()
     guard = False
     for node in program.graph.nodes:

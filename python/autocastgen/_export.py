@@ -37,6 +37,7 @@ import torch
 from . import _export_ops, _export_program, _traced
 from ._export_places import places_in
 from ._export_program import ExportError
+from ._program_file import load_program
 from ._runtime import load_runtime
 from .places import attach
 from .policy import load_policy
@@ -219,24 +220,29 @@ def export(
 
 
 def apply_policy(
-    exported_program: torch.export.ExportedProgram,
+    exported_program: torch.export.ExportedProgram | str | os.PathLike[str],
     *,
     device: str | torch.device,
     dtype: torch.dtype | str,
     policy: str | os.PathLike[str] | None = None,
+    trusted: bool = False,
 ) -> torch.export.ExportedProgram:
     """A policy onto a float32 program someone exported: the program autocastgen.export would make
     of the same model (the graph-rewrite route). The policy decides at the ops the program holds:
     torch.export.export's result holds the ops the model's code called, as eager's autocast sees
     them; a decomposed one holds their pieces (``addmm`` for ``linear``), decided there. Places
-    come from the nodes' module metadata. ``exported_program`` is left as it was.
+    come from the nodes' module metadata. ``exported_program`` is left as it was; a path is read
+    as data (``trusted=True``: with PyTorch's own loader, pickle included; docs/security.md).
 
     Raises:
         ExportError: the program already carries a policy (a second would cast its casts).
+        ProgramFileError: a program file refused as it stands (Note [a program file is data]).
     """
     device, dtype = _target(device, dtype)
     _export_ops.autocast_key(device)
     _refuse_unsupported()
+    if not isinstance(exported_program, torch.export.ExportedProgram):
+        exported_program = load_program(exported_program, trusted=trusted)
     entry = _export_program.recorded(exported_program)
     if entry is not None:
         raise ExportError(f"autocastgen.apply_policy: the program already carries a policy ({', '.join(entry['policies'])}, "
@@ -245,12 +251,15 @@ def apply_policy(
         return _bake(exported_program, device, dtype)
 
 
-def precision_map(program: torch.export.ExportedProgram | str | os.PathLike[str]) -> dict[str, Any]:
+def precision_map(program: torch.export.ExportedProgram | str | os.PathLike[str], *,
+                  trusted: bool = False) -> dict[str, Any]:
     """What each op of a program (or of a file torch.export.save wrote) runs in, and the casts into
     it: ``{"record": the policy's record or None, "rows": [{"module", "op", "calls", "ran_in",
-    "casts_in"}, ...], "casts": N}``, one row per module and op (``autocastgen precision-map``)."""
+    "casts_in"}, ...], "casts": N}``, one row per module and op (``autocastgen precision-map``).
+    A file is read as data and its weights not at all (``trusted=True``: with PyTorch's own loader,
+    pickle included; docs/security.md)."""
     from ._export_map import precision_map as mapped
 
     if not isinstance(program, torch.export.ExportedProgram):
-        program = torch.export.load(os.fspath(program))
+        program = load_program(program, trusted=trusted, weights=False)
     return mapped(program)

@@ -1,10 +1,11 @@
 """The CLI's export verbs, run with the installed Python (codegen/cli/verb_export.cpp):
 
-  autocastgen apply IN.pt2 [--policy P.yaml] --dtype float16|bfloat16 [--device cpu] -o OUT.pt2
-  autocastgen precision-map PROGRAM.pt2 [--by module|op] [--format text|json]
+  autocastgen apply IN.pt2 [--policy P.yaml] --dtype float16|bfloat16 [--device cpu] -o OUT.pt2 [--trust-program]
+  autocastgen precision-map PROGRAM.pt2 [--by module|op] [--format text|json] [--trust-program]
 
 ``apply`` is ``autocastgen.apply_policy`` on a saved float32 program; ``precision-map`` prints
-``precision_map`` of a saved program (docs/export.md).
+``precision_map`` of a saved program (docs/export.md). Both read the program as data (Note [a
+program file is data] in _program_file.py) unless ``--trust-program`` says the file is trusted.
 """
 
 from __future__ import annotations
@@ -16,15 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ._program_file import load_program
 from ._terminal import shown
-
-
-def _load(path: str):  # noqa: ANN202 - torch.export.ExportedProgram, imported late
-    import torch
-
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    return torch.export.load(path)
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -32,7 +26,7 @@ def _apply(args: argparse.Namespace) -> int:
 
     import autocastgen
 
-    program = _load(args.program)
+    program = load_program(args.program, trusted=args.trust_program)
     baked = autocastgen.apply_policy(program, device=args.device, dtype=args.dtype, policy=args.policy)
     output = Path(args.output)
     # Written beside the output and renamed over it: nothing half-written on any failure.
@@ -54,7 +48,7 @@ def _apply(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from ._export_map import by_op, format_text, precision_map
 
-    mapped = precision_map(_load(args.program))
+    mapped = precision_map(load_program(args.program, trusted=args.trust_program, weights=False))
     if args.format == "json":
         rows = mapped["rows"] if args.by == "module" else by_op(mapped["rows"])
         print(json.dumps({**mapped, "rows": rows}, indent=1))
@@ -72,10 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     apply.add_argument("--dtype", required=True, choices=["float16", "bfloat16"])
     apply.add_argument("--device", default="cpu")
     apply.add_argument("-o", "--output", required=True)
+    apply.add_argument("--trust-program", action="store_true")
     mapping = verbs.add_parser("precision-map")
     mapping.add_argument("program")
     mapping.add_argument("--by", default="module", choices=["module", "op"])
     mapping.add_argument("--format", default="text", choices=["text", "json"])
+    mapping.add_argument("--trust-program", action="store_true")
     args = parser.parse_args(argv)
     try:
         return _apply(args) if args.verb == "apply" else _map(args)

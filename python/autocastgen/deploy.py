@@ -19,14 +19,15 @@ __all__ = ["NO_KERNEL_CHOICES", "DeployError", "OnnxExport", "deployable_program
 def export_aoti(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                 package_path: str | Path, device: str | None = None, dtype: torch.dtype | None = None,
                 policy: Any = None, emulate_precision_casts: bool = True,
-                inductor_configs: dict[str, Any] | None = None) -> Path:
+                inductor_configs: dict[str, Any] | None = None, trusted: bool = False) -> Path:
     """A baked program as an AOTInductor package (`torch._inductor.aoti_load_package` runs it, in a
     process without autocastgen). Inductor keeps the rounding to bfloat16 or float16 between the ops
     it fuses only with `emulate_precision_casts` (on here; PyTorch's default is off, which computes
-    fused low-precision chains in float32)."""
+    fused low-precision chains in float32). `program` as export_onnx's: a file is read as data
+    unless `trusted`."""
     import torch._inductor.config as inductor_config
 
-    program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy)
+    program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy, trusted=trusted)
     _check_fp8_gemms(program)
     scalar_arithmetic_in_float32(program)
     with autocast_off(program), inductor_config.patch(emulate_precision_casts=emulate_precision_casts):

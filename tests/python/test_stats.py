@@ -10,7 +10,7 @@ conversions (counted here as aten::_to_copy calls under a TorchDispatchMode), an
 CPU library (TorchState), its autocastgen-state twin and a runtime policy all count exactly that.
 
 Every case runs in a fresh interpreter: loading a generated library cannot be undone.
-ctest sets AUTOCASTGEN_BUILD_DIR; by hand:
+ctest sets AUTOCASTGEN_BUILD_DIR and AUTOCASTGEN_CLI; by hand:
   AUTOCASTGEN_BUILD_DIR=build python3 -m pytest tests/python/test_stats.py
 """
 
@@ -34,6 +34,7 @@ BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).re
 RUNTIME = BUILD / "lib" / "libautocastgen_runtime_torch.so"
 CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 OWN_STATE_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
+CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastgen"))
 
 pytestmark = pytest.mark.skipif(
     not (RUNTIME.is_file() and CPU_LIBRARY.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
@@ -300,3 +301,108 @@ def test_blocks_count_their_own_calls_and_the_env_file_keeps_all(tmp_path):
     assert last_json(result) == [{"version": 1, "ops": [LINEAR_EXAMPLE]}] * 2
     doubled = dict(LINEAR_EXAMPLE, calls=6, ran_in={"bfloat16": 6}, casts=10, cast_bytes=960, cache_hits=8, cache_misses=4)
     assert json.loads(path.read_text()) == {"version": 1, "ops": [doubled]}
+
+
+# Note [names in statistics files] (core/support/stats_names.h): what the runtime writes, the CLI
+# and the report read. PyTorch takes any string as a submodule's name.
+MAX_NAME_BYTES = 2**20  # kMaxStatsNameBytes; reading.MAX_NAME_BYTES (tests/report/test_report_hostile.py ties them)
+
+LONG_NAME_CHILD = """
+import autocastgen
+torch.ops.load_library({library!r})
+model = torch.nn.Sequential()
+for name in {names!r}:
+    model.add_module(name, torch.nn.Linear(8, 8))
+with autocastgen.attach(model), autocastgen.stats({block!r}), torch.autocast("cpu", dtype=torch.bfloat16):
+    model(torch.randn(2, 8))
+"""
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_a_100000_character_module_name_is_written_whole_and_read_by_stats_and_report(tmp_path):
+    name = ("encoder_layer_" * 7200)[:100_000]
+    at_exit, block = tmp_path / "exit.json", tmp_path / "block.json"
+    run_child(LONG_NAME_CHILD.format(library=str(CPU_LIBRARY), names=[name], block=str(block)),
+              env={"AUTOCASTGEN_STATS": str(at_exit)})
+    for path in (at_exit, block):
+        assert [row.get("module") for row in json.loads(path.read_text())["ops"]] == [name]  # whole
+        table = run_cli("stats", path, "--by", "module")
+        assert table.returncode == 0, table.stderr[-2000:]
+        # Note [long names in tables]: its head and tail around its length, the table stays narrow.
+        lines = table.stdout.splitlines()
+        assert f"{name[:480]}...[100000 bytes]...{name[-480:]}" in lines[2], lines[2][:2000]
+        assert max(map(len, lines)) < 1200
+        assert json.loads(run_cli("stats", path, "--by", "module", "--json").stdout)["ops"][0]["module"] == name
+        page = tmp_path / "page.html"
+        report = run_cli("report", path, "-o", page)
+        assert report.returncode == 0, report.stderr[-2000:]
+        assert name in page.read_text()  # the per-module table has it (Note [bounded tree]: not the tree)
+
+
+def fnv1a(data: bytes) -> int:
+    hash = 0xCBF29CE484222325
+    for byte in data:
+        hash = ((hash ^ byte) * 0x100000001B3) % 2**64
+    return hash
+
+
+def test_module_names_past_the_bound_are_written_shortened_alike_on_every_rank(tmp_path):
+    # Two names of 1.2 MB that share their first MiB (two bytes a character: the cut must fall
+    # between characters), on two ranks: each file holds two distinct names of at most the bound,
+    # with the length and hash of the whole name; the ranks agree, so `--merge` adds their rows.
+    names = ["ü" * 600_000 + "a", "ü" * 600_000 + "b"]
+    expected = []
+    for name in names:
+        data = name.encode()
+        marker = f"...[{len(data)} bytes, FNV-1a {fnv1a(data):016x}]"
+        expected.append("ü" * ((MAX_NAME_BYTES - len(marker)) // 2) + marker)
+    assert all(len(e.encode()) <= MAX_NAME_BYTES for e in expected) and expected[0] != expected[1]
+    files = [tmp_path / "s.0.json", tmp_path / "s.1.json"]
+    for rank in ("0", "1"):
+        run_child(LONG_NAME_CHILD.format(library=str(CPU_LIBRARY), names=names, block=""),
+                  env={"AUTOCASTGEN_STATS": str(tmp_path / "s.{rank}.json"), "RANK": rank})
+    for path in files:
+        assert sorted(row["module"] for row in json.loads(path.read_text())["ops"]) == expected
+    merged = run_cli("stats", "--merge", *files, "--by", "module", "--json")
+    assert merged.returncode == 0, merged.stderr[-2000:]
+    rows = json.loads(merged.stdout)["ops"]
+    assert sorted((row["module"], row["calls"]) for row in rows) == [(e, 2) for e in expected]
+    page = tmp_path / "page.html"
+    report = run_cli("report", *files, "-o", page)
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert page.stat().st_size > 0
+
+
+@pytest.mark.skipif(not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"),
+                    reason=f"torch {torch.__version__} has no CPU _scaled_mm kernel")
+def test_a_long_fp8_reason_is_written_as_a_member_name_the_readers_take(tmp_path):
+    # An fp8 GEMM skipped by its place counts the reason `place <pattern>`, a member name of
+    # `fp8_skipped`: the C++ reader takes none whose text is over 1022 bytes (yaml-cpp), and this
+    # pattern's text is 2000 (a quote and a backslash are escaped). Written cut, with its marker.
+    name = 'm"\\' * 400
+    policy = ("autocast: {device: cpu, lower_precision: [bfloat16], fp8: {scaling: current}}\n"
+              f"lists:\n  fp8: [linear]\nmodules:\n  ? {json.dumps(name)}\n  : {{fp8: off}}\n")
+    path = tmp_path / "fp8.json"
+    run_child(
+        f"""
+        import autocastgen
+        autocastgen.load_policy({policy!r})
+        model = torch.nn.Sequential()
+        model.add_module({name!r}, torch.nn.Linear(32, 32))
+        with torch.no_grad(), autocastgen.attach(model), autocastgen.stats({str(path)!r}), \\
+                torch.autocast("cpu", dtype=torch.bfloat16):
+            model(torch.randn(16, 32))
+        """
+    )
+    [row] = json.loads(path.read_text())["ops"]
+    [reason] = row["fp8_skipped"]
+    whole = ("place " + name).encode()
+    marker = f"...[{len(whole)} bytes, FNV-1a {fnv1a(whole):016x}]"
+    assert reason.startswith("place " + name[:200]) and reason.endswith(marker), reason[-200:]
+    assert len(json.dumps(reason)) - 2 <= 1022  # the runtime escapes as json.dumps does here
+    for args in (["stats", path, "--by", "module"], ["report", path, "-o", tmp_path / "page.html"]):
+        done = run_cli(*args)
+        assert done.returncode == 0, done.stderr[-2000:]

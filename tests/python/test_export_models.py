@@ -1,12 +1,15 @@
-"""autocastgen.export on real models (docs/export.md): transformers Llama, GPT-2, BERT, ResNet and ViT
-built small from configs, a conv/BatchNorm net, nn.TransformerEncoderLayer and an LSTM; float16 and
-bfloat16; the shipped CPU policy as runtime policies and as the build's generated library
-(compiled), each with a `modules:` section putting one module in float32. Every program equals
-eager under the same policy bit for bit after save and load in a process without autocastgen, and
-run there inside torch.autocast.
+"""autocastgen.export on real models (docs/export.md): transformers Llama, GPT-2, BERT, ResNet, ViT
+and T5 (encoder-decoder) built small from configs, a conv/BatchNorm net, nn.TransformerEncoderLayer
+and an LSTM; float16 and bfloat16; the shipped CPU policy as runtime policies and as the build's
+generated library (compiled), each with a `modules:` section putting one module in float32. Every
+program equals eager under the same policy bit for bit, in this process with gradients on and under
+no_grad (Note [views of any layout] in _export_program.py), and after save and load in a process
+without autocastgen, run there inside torch.autocast too; its record names what decided the casts
+(the shipped policy's file, or the generated library and no runtime policy of the shipped lists),
+and its precision map shows the section in float32 and the rest in the lower-precision dtype.
 
-Each case costs a few seconds: the default run takes Llama and GPT-2 and a window of the others
-(tests/python/rotation.py); AUTOCASTGEN_ALL_CASES=1 runs all 32.
+Each case costs a few seconds: the default run takes Llama, GPT-2 and T5 (both dtypes) and a window
+of the others (tests/python/rotation.py); AUTOCASTGEN_ALL_CASES=1 runs all 36.
 """
 from __future__ import annotations
 
@@ -46,6 +49,17 @@ class Logits(torch.nn.Module):
         return getattr(self.model(x, **self.kwargs), self.field)
 
 
+class Seq2Seq(torch.nn.Module):
+    """An encoder-decoder transformers model on (input ids, decoder input ids), returning its logits."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=x, decoder_input_ids=y, use_cache=False).logits
+
+
 class LSTMNet(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -55,8 +69,13 @@ class LSTMNet(torch.nn.Module):
         return self.head(self.lstm(x)[0])
 
 
-def build(name: str) -> tuple[torch.nn.Module, torch.Tensor, str]:
-    """The model, its input, and the module its section puts in float32."""
+def build(name: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...], str]:
+    """The model, its inputs, and the module its section puts in float32."""
+    model, x, section = _built(name)
+    return model, x if isinstance(x, tuple) else (x,), section
+
+
+def _built(name: str) -> tuple[torch.nn.Module, torch.Tensor | tuple[torch.Tensor, ...], str]:
     torch.manual_seed(0)
     ids = torch.randint(0, 128, (2, 16))
     image = torch.randn(2, 3, 32, 32)
@@ -79,7 +98,19 @@ def build(name: str) -> tuple[torch.nn.Module, torch.Tensor, str]:
     if name == "vit":
         config = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64,
                                         num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
-        return Logits(transformers.ViTModel(config), "last_hidden_state"), image, "model.encoder.layer.1.output"
+        # transformers 5 names ViT's blocks layers.N (an older release's encoder.layer.N.output matches nothing).
+        return Logits(transformers.ViTModel(config), "last_hidden_state"), image, "model.layers.1.mlp"
+    if name == "t5":
+        # The decoder's cross-attention in float32. Self-attention's mask is the relative position
+        # bias, made from a parameter: with gradients on the CPU's sdpa runs its math kernel, under
+        # no_grad its flash kernel, each laying out its result otherwise (issue 57).
+        config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                       num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                                       relative_attention_max_distance=16, decoder_start_token_id=0, pad_token_id=0,
+                                       eos_token_id=1, use_cache=False)
+        decoder_ids = torch.randint(0, 128, (2, 12))
+        return (Seq2Seq(transformers.T5ForConditionalGeneration(config)), (ids, decoder_ids),
+                "model.decoder.block.1.layer.1.EncDecAttention")
     if name == "convbn":
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                                     torch.nn.Conv2d(8, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
@@ -93,9 +124,13 @@ def build(name: str) -> tuple[torch.nn.Module, torch.Tensor, str]:
     return LSTMNet(), torch.randn(2, 7, 16), "head"
 
 
-MODELS = ["llama", "gpt2", "bert", "resnet", "vit", "convbn", "encoder", "lstm"]
+MODELS = ["llama", "gpt2", "bert", "resnet", "vit", "t5", "convbn", "encoder", "lstm"]
 ALL = [(m, d, k) for m in MODELS for d in ("bfloat16", "float16") for k in ("runtime", "compiled")]
-CASES = rotating(ALL, 4, always=[("llama", "bfloat16", "runtime"), ("gpt2", "float16", "compiled")])
+CASES = rotating(ALL, 4, always=[("llama", "bfloat16", "runtime"), ("gpt2", "float16", "compiled"),
+                                 ("t5", "bfloat16", "runtime"), ("t5", "float16", "compiled")])
+# Under no_grad eager runs nn.TransformerEncoderLayer's fused inference kernel, which torch.export
+# never records (docs/export.md): its program is compared with eager with gradients on only.
+NOT_UNDER_NO_GRAD = {"encoder"}
 
 
 def policies_for(kind: str, section: str) -> None:
@@ -107,6 +142,15 @@ def policies_for(kind: str, section: str) -> None:
     autocastgen.load_policy(f'autocast: {{device: cpu, lower_precision: [bfloat16, float16]}}\nmodules:\n  "{section}": fp32\n')
 
 
+def section_ops(rows: list[dict], section: str) -> tuple[set[str], set[str]]:
+    """The dtypes the precision map's rows ran in: inside the section's module, and elsewhere."""
+    inside, outside = set(), set()
+    for row in rows:
+        into = inside if row["module"] == section or row["module"].startswith(section + ".") else outside
+        into.update(row["ran_in"])
+    return inside, outside
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory):
     torch.ops.load_library(str(CPU_LIBRARY))
@@ -114,7 +158,7 @@ def results(tmp_path_factory: pytest.TempPathFactory):
     saved = SavedCases(tmp_path_factory.mktemp("models"))
     in_process = {}
     for name, dtype_name, kind in CASES:
-        model, x, section = build(name)
+        model, args, section = build(name)
         model.eval()
         dtype = getattr(torch, dtype_name)
         policies_for(kind, section)
@@ -122,11 +166,17 @@ def results(tmp_path_factory: pytest.TempPathFactory):
         # is the cells of the generic kernel; eager runs the same with oneDNN off.
         with torch.backends.mkldnn.flags(enabled=name != "lstm"), autocastgen.attach(model), \
                 torch.autocast("cpu", dtype=dtype):
-            expected = model(x)
-        program = autocastgen.export(model, (x,), device="cpu", dtype=dtype)
+            expected = model(*args)
+            with torch.no_grad():
+                expected_no_grad = model(*args)
+        program = autocastgen.export(model, args, device="cpu", dtype=dtype)
         case = f"{name}-{dtype_name}-{kind}"
-        in_process[case] = torch.equal(program.module()(x), expected)
-        saved.add(case, program, (x,), {}, expected)
+        module = program.module()
+        with torch.no_grad():
+            no_grad = name in NOT_UNDER_NO_GRAD or torch.equal(module(*args), expected_no_grad)
+        in_process[case] = {"equal": torch.equal(module(*args), expected), "no_grad": no_grad,
+                            "ran_in": section_ops(autocastgen.precision_map(program)["rows"], section)}
+        saved.add(case, program, args, {}, expected)
     autocastgen.clear_runtime_policies()
     return in_process, saved.check()
 
@@ -135,7 +185,21 @@ def results(tmp_path_factory: pytest.TempPathFactory):
 def test_a_real_model_is_eager_under_the_policy_after_save_and_load(results, case) -> None:
     in_process, fresh = results
     name = "-".join(case)
-    assert in_process[name]
+    here = in_process[name]
+    assert here["equal"] and here["no_grad"], here
     assert fresh[name]["equal"], fresh[name]
     assert fresh[name]["inside_autocast"] == {"torch.float16": True, "torch.bfloat16": True}
-    assert fresh[name]["record"]["dtype"] == case[1]
+    record = fresh[name]["record"]
+    assert record["dtype"] == case[1]
+    # What decided the casts: the shipped policy's file as runtime policies over the generated library
+    # (loaded for the module), or the generated library alone; the section's runtime policy
+    # (`<string>`) either way; never PyTorch's own lists.
+    shipped = [p for p in record["policies"] if p.endswith("policies/cpu.yaml")]
+    generated = [p for p in record["policies"] if p.startswith("generated library ")]
+    assert len(generated) == 1 and "<string>" in record["policies"], record["policies"]
+    assert len(shipped) == (1 if case[2] == "runtime" else 0), record["policies"]
+    assert not any("autocast lists" in p for p in record["policies"]), record["policies"]
+    # The section took effect: its module's ops ran in float32 only, and others in the lower dtype.
+    inside, outside = here["ran_in"]
+    assert inside == {"float32"}, inside
+    assert case[1] in outside, outside

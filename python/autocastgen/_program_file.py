@@ -25,6 +25,7 @@ read the archive ourselves and hand PyTorch's deserializer only what is checked:
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import json
 import math
@@ -298,10 +299,9 @@ class _TensorRecords:
     def read(self, member: str) -> torch.Tensor:
         extent, dtype = self.extent[member]
         stored = self.archive.size(member)
-        element = _element_size(dtype)
         if stored == 0:  # torch.export.save stores a fake tensor as no bytes; torch loads it as zeros
             self.budget.take(extent, member)
-            return torch.zeros(extent // element, dtype=dtype)
+            return torch.zeros(extent // _element_size(dtype), dtype=dtype)
         if stored != extent:
             raise self.archive.error(f"{member}: stores {stored} bytes where its tensors' declared shapes span {extent}; "
                                      "refused before decompressing")
@@ -311,7 +311,7 @@ class _TensorRecords:
         for chunk in self.archive.chunks(member, stored):
             flat[at:at + len(chunk)] = torch.frombuffer(bytearray(chunk), dtype=torch.uint8)
             at += len(chunk)
-        return flat.view(dtype) if element > 1 or dtype != torch.uint8 else flat
+        return flat.view(dtype)
 
 
 def _layout(tensor_meta: Any, error: Any, member: str) -> tuple[torch.dtype, list[int], list[int], int]:
@@ -370,6 +370,7 @@ def _first_line(error: BaseException) -> str:
 
 # --- the graph -----------------------------------------------------------------------------------
 
+@functools.cache
 def _operator_names() -> frozenset[str]:
     """The non-torch.ops targets PyTorch's serializer writes (its symbolic-shape functions), by the
     names it writes them under."""

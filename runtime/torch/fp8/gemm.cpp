@@ -119,7 +119,7 @@ bool will_need_grad(const at::Tensor& t) { return c10::GradMode::is_enabled() &&
 // all-reduce). Any other layout, a subclass without such a rule, or DTensor before
 // autocastgen.distributed.register_dtensor_ops() is refused, and the policy's driver runs the call
 // in the lower-precision dtype, counts it so and says it once
-// (policy_glue.cpp). The cost: one 4-byte all-reduce per sharded operand per quantisation
+// (policies/fp8_gemm.cpp). The cost: one 4-byte all-reduce per sharded operand per quantisation
 // (docs/distributed.md measures it); under tracing nothing changes (Note [fp8 under tracing]).
 bool any_eager_subclass(const std::vector<const at::Tensor*>& operands) {
   for (const at::Tensor* t : operands) {

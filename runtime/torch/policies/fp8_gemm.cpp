@@ -1,4 +1,6 @@
 // The fp8 policy's GEMMs (policy_call.h's fp8 driver): the support rule decides, fp8.h computes.
+// The drivers' side of fp8, over the fp8 room's public API (autocastgen/fp8/): fp8 knows nothing of
+// the drivers (Note [runtime layers] in runtime/CMakeLists.txt).
 #include <initializer_list>
 #include <optional>
 

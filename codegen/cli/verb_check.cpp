@@ -1,7 +1,10 @@
 // `autocastgen check`: loads schemas and a policy, reports every problem, prints a summary or JSON.
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,7 +25,27 @@ struct CheckOptions {
   std::vector<std::filesystem::path> schemas;
   std::string torch_version;
   std::string format = "text";
+  bool files = false;
 };
+
+// `check --files`: the policy's `extends:` chain only (Note [the files a chain read] in
+// policy/resolver.cpp), each file read by its absolute path and a NUL byte, so any file name.
+int print_chain_files(const std::filesystem::path& policy) {
+  SourceManager sources;
+  DiagnosticEngine diags(sources, std::cerr);
+  std::vector<std::filesystem::path> read;
+  if (!policy::load_policy_chain(policy, sources, diags, &read) || diags.has_errors()) {
+    std::cerr << fmt::format("{}: {} generated.\n", terminal_text(policy.string()), diags.error_summary());
+    return 1;
+  }
+  for (const std::filesystem::path& file : read) {
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(file, ec);
+    std::cout << (ec ? file : absolute).string() << '\0';
+  }
+  std::cout.flush();
+  return std::cout ? 0 : 1;
+}
 
 nlohmann::ordered_json to_json(const policy::ResolvedPolicy& resolved, const SourceManager& sources) {
   nlohmann::ordered_json out;
@@ -84,7 +107,14 @@ VerbRunner add_check_verb(CLI::App& app) {
   add_schema_options(*verb, options->schemas, options->torch_version);
   verb->add_option("--format", options->format, "text: a one-line summary; json: the full resolved list")
       ->check(CLI::IsMember({"text", "json"}));
+  verb->add_flag("--files", options->files,
+                 "Only read the policy and the files its 'extends:' chain names (no schemas) and print each one's absolute "
+                 "path followed by a NUL byte")
+      ->excludes("--schemas")
+      ->excludes("--torch-version")
+      ->excludes("--format");
   return [options] {
+    if (options->files) return print_chain_files(options->policy);
     SourceManager sources;
     DiagnosticEngine diags(sources, std::cerr);
     std::optional<SchemaInputs> inputs = load_schema_inputs(options->schemas, options->torch_version, sources, diags);

@@ -18,14 +18,31 @@ namespace autocastgen::policy {
 
 using model::FunctionSchema;
 
-std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::path& path, SourceManager& sources,
-                                                         DiagnosticEngine& diags) {
-  constexpr size_t kMaxDepth = 64;
-  std::vector<PolicyFile> chain;
+// Note [the files a chain read]
+// One reader follows `extends:`: this one. What a result depends on is the files it read: the
+// generator's --depfile and --input-list name them (ResolvedPolicy::files), `check --files` prints
+// them (compile_policy hashes them into its cache key, so a base file that changes gives a new
+// key), and load_policy's YAML text is read here too, with the folder its relative `extends:` is
+// read from, so that no other code reads a policy's YAML to find its base. A chain that stops
+// on an error has read the files up to the one that had it; those are the ones `read` names.
+
+namespace {
+
+constexpr size_t kMaxChain = 64;
+
+// Follows `extends:` from `chain`'s last policy (whose own base is `next`), reading each file.
+std::optional<std::vector<PolicyFile>> follow_chain(std::vector<PolicyFile> chain, std::filesystem::path next,
+                                                    SourceManager& sources, DiagnosticEngine& diags,
+                                                    std::vector<std::filesystem::path>* read) {
   std::vector<std::pair<std::filesystem::path, uint32_t>> visited;  // canonical path, file id
-  std::filesystem::path current = path;
-  SourceLocation included_from;
+  std::filesystem::path current = std::move(next);
+  SourceLocation included_from = chain.empty() ? SourceLocation{} : chain.back().extends->location;
   while (true) {
+    if (included_from.valid() && current.native().find('\0') != std::string::npos) {
+      // A YAML escape (`"\0"`) can put one in the text; the operating system would cut the path there.
+      diags.error(included_from, "'extends:' names a path holding a NUL byte, which no file can have");
+      return std::nullopt;
+    }
     std::error_code ec;
     const std::filesystem::path canonical = std::filesystem::weakly_canonical(current, ec);
     for (const auto& [seen, file] : visited) {
@@ -40,8 +57,8 @@ std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::
         return std::nullopt;
       }
     }
-    if (visited.size() >= kMaxDepth) {
-      diags.error(included_from, fmt::format("'extends:' chain is deeper than {} files", kMaxDepth));
+    if (chain.size() >= kMaxChain) {
+      diags.error(included_from, fmt::format("'extends:' chain is deeper than {} files", kMaxChain));
       return std::nullopt;
     }
     std::string error;
@@ -53,6 +70,7 @@ std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::
         diags.error({}, fmt::format("cannot read policy '{}': {}", current.string(), error));
       return std::nullopt;
     }
+    if (read != nullptr) read->push_back(current);
     visited.emplace_back(canonical, *file);
     std::optional<PolicyFile> parsed = parse_policy_file(sources, *file, diags);
     if (!parsed) return std::nullopt;
@@ -63,6 +81,28 @@ std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::
     current = current.parent_path() / last.extends->text;
   }
   return chain;
+}
+
+}  // namespace
+
+std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::path& path, SourceManager& sources,
+                                                         DiagnosticEngine& diags, std::vector<std::filesystem::path>* read) {
+  return follow_chain({}, path, sources, diags, read);
+}
+
+std::optional<std::vector<PolicyFile>> load_policy_chain(const PolicyText& text, SourceManager& sources,
+                                                         DiagnosticEngine& diags, std::vector<std::filesystem::path>* read) {
+  if (text.text.size() > kMaxPolicyFileBytes) {  // as a file that large is refused, before it is copied
+    diags.error({}, fmt::format("cannot read policy '{}': {}", text.name, input_too_large(kMaxPolicyFileBytes, "policy files")));
+    return std::nullopt;
+  }
+  std::optional<PolicyFile> parsed = parse_policy_file(sources, sources.add_buffer(text.name, text.text), diags);
+  if (!parsed) return std::nullopt;
+  std::vector<PolicyFile> chain;
+  chain.push_back(std::move(*parsed));
+  if (!chain.back().extends) return chain;
+  std::filesystem::path base = text.base / chain.back().extends->text;
+  return follow_chain(std::move(chain), std::move(base), sources, diags, read);
 }
 
 namespace {

@@ -15,9 +15,28 @@
 namespace autocastgen::policy {
 
 // Reads `path` and, following `extends:` (relative to the including file), every base file.
-// Returns the chain with the requested file first. Reports missing files and cycles.
+// Returns the chain with the requested file first. Reports missing files, cycles and a chain of
+// more than 64 files. `read`, when given, receives the path of every file read, as opened (how
+// diagnostics name it), in chain order: also when an error stops the chain, up to the file that
+// had it (a file that could not be opened is not one). What a build depends on: Note [the files
+// a chain read].
 [[nodiscard]] std::optional<std::vector<PolicyFile>> load_policy_chain(const std::filesystem::path& path,
-                                                                       SourceManager& sources, DiagnosticEngine& diags);
+                                                                       SourceManager& sources, DiagnosticEngine& diags,
+                                                                       std::vector<std::filesystem::path>* read = nullptr);
+
+// A policy given as text rather than as a file (load_policy's YAML text): `name` is what
+// diagnostics call it, `base` the folder its own relative `extends:` is read from (a base file's
+// is relative to that file, as always). Like a file, at most 1 MiB.
+struct PolicyText {
+  std::string name;
+  std::string text;
+  std::filesystem::path base;
+};
+
+// load_policy_chain of text: the chain has the text first; `read` names only files (not the text).
+[[nodiscard]] std::optional<std::vector<PolicyFile>> load_policy_chain(const PolicyText& text, SourceManager& sources,
+                                                                       DiagnosticEngine& diags,
+                                                                       std::vector<std::filesystem::path>* read = nullptr);
 
 // The PyTorch release a resolution targets: what release gates compare with (Note [release gates]).
 struct ResolveTarget {

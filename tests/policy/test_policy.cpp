@@ -12,6 +12,7 @@
 
 #include "policy/resolver.h"
 #include "schema/schema_file.h"
+#include "support/yaml.h"
 
 namespace autocastgen::policy {
 namespace {
@@ -172,6 +173,98 @@ lists:
   EXPECT_EQ((policy->entries.back().schema)->name().display(), "addmm");
   ASSERT_EQ(policy->files.size(), 3u);
   EXPECT_NE(sources_.name(policy->files[0]).find("leaf.yaml"), std::string::npos);
+}
+
+// Note [the files a chain read]: the one reader of `extends:` says which files it read, for a
+// file and for text; text's own relative `extends:` is read from the folder it is given.
+TEST_F(PolicyTest, ChainReportsTheFilesItRead) {
+  write("base.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n");
+  fs::create_directories(dir_ / "sub");
+  write("sub/mid.yaml", "extends: ../base.yaml\nlists:\n  promote: [cat]\n");
+  write("top.yaml", "extends: sub/mid.yaml\nlists:\n  lower_precision_fp: [mm]\n");
+  DiagnosticEngine diags(sources_, diag_text_);
+  std::vector<fs::path> read;
+  auto chain = load_policy_chain(dir_ / "top.yaml", sources_, diags, &read);
+  ASSERT_TRUE(chain) << diagnostics();
+  EXPECT_EQ(read, (std::vector<fs::path>{dir_ / "top.yaml", dir_ / "sub/mid.yaml", dir_ / "sub/../base.yaml"}));
+  // What the generator's depfile names (ResolvedPolicy::files) is the same list.
+  auto resolved = resolve_policy(*chain, *schemas_, diags);
+  ASSERT_TRUE(resolved) << diagnostics();
+  ASSERT_EQ(resolved->files.size(), read.size());
+  for (size_t i = 0; i < read.size(); ++i) EXPECT_EQ(sources_.name(resolved->files[i]), read[i].string());
+
+  // Text: `extends:` from the folder given, wherever the process is; the text is not a file read.
+  read.clear();
+  const PolicyText text{"my policy", "extends: mid.yaml   # the middle\nlists:\n  fp32: [exp]\n", dir_ / "sub"};
+  chain = load_policy_chain(text, sources_, diags, &read);
+  ASSERT_TRUE(chain) << diagnostics();
+  EXPECT_EQ(sources_.name(chain->front().file), "my policy");
+  EXPECT_EQ(read, (std::vector<fs::path>{dir_ / "sub/mid.yaml", dir_ / "sub/../base.yaml"}));
+  resolved = resolve_policy(*chain, *schemas_, diags);
+  ASSERT_TRUE(resolved) << diagnostics();
+  EXPECT_EQ(by_op(*resolved), (std::map<std::string, PolicyKind>{
+                                  {"log", PolicyKind::fp32}, {"cat", PolicyKind::promote}, {"exp", PolicyKind::fp32}}));
+  // Any spelling YAML has for the value (the Python side once read only one-line ones), and an
+  // absolute path, which no folder changes.
+  for (const std::string& spelling : {std::string("extends:\n  mid.yaml\n"), std::string("extends: |-\n  mid.yaml\n"),
+                                      std::string("{extends: 'mid.yaml'}\n"), std::string("extends: \"\\x6did.yaml\"\n"),
+                                      "extends: " + (dir_ / "sub/mid.yaml").string() + "\n"}) {
+    read.clear();
+    chain = load_policy_chain(PolicyText{"t", spelling, dir_ / "sub"}, sources_, diags, &read);
+    ASSERT_TRUE(chain) << spelling << diagnostics();
+    ASSERT_EQ(read.size(), 2u) << spelling;
+    EXPECT_EQ(read[0].filename(), "mid.yaml") << spelling;
+  }
+  EXPECT_EQ(diagnostics(), "");
+}
+
+TEST_F(PolicyTest, ChainErrorsAreLocatedInTheFileThatHasThem) {
+  write("base.yaml", "autocast: {device: cpu}\nlists: [\n");
+  write("mid.yaml", "extends: base.yaml\n");
+  DiagnosticEngine diags(sources_, diag_text_);
+  std::vector<fs::path> read;
+  // The files up to the one with the error are named read; the error is in that file.
+  EXPECT_FALSE(load_policy_chain(PolicyText{"<string>", "extends: mid.yaml\n", dir_}, sources_, diags, &read));
+  EXPECT_EQ(read, (std::vector<fs::path>{dir_ / "mid.yaml", dir_ / "base.yaml"}));
+  EXPECT_TRUE(diagnostics().starts_with("base.yaml:3:1: error: invalid YAML")) << diagnostics();
+  // A missing base: at the text's own `extends:`, under its name.
+  diag_text_.str("");
+  read.clear();
+  EXPECT_FALSE(load_policy_chain(PolicyText{"given.yaml", "lists: {}\nextends: nowhere.yaml\n", dir_}, sources_, diags, &read));
+  EXPECT_TRUE(read.empty());
+  EXPECT_TRUE(diagnostics().starts_with("given.yaml:2:10: error: cannot read extended policy 'nowhere.yaml': No such file")) << diagnostics();
+  // Text over a policy file's limit is refused as such a file is, before it is read.
+  diag_text_.str("");
+  EXPECT_FALSE(load_policy_chain(PolicyText{"big", std::string(kMaxPolicyFileBytes + 1, '#'), dir_}, sources_, diags));
+  EXPECT_EQ(diagnostics(), "autocastgen: error: cannot read policy 'big': larger than 1 MiB, the limit for policy files\n");
+}
+
+// Hostile `extends:` values: each is an error at its place, and nothing is read past it.
+TEST_F(PolicyTest, HostileExtendsValues) {
+  write("base.yaml", "autocast: {device: cpu}\nlists:\n  fp32: [log]\n");
+  write("loop.yaml", "extends: loop.yaml\n");
+  // 64 files (the text and 63 in a chain) is the limit; one more is an error.
+  for (int i = 1; i < 64; ++i) write("c" + std::to_string(i) + ".yaml", "extends: c" + std::to_string(i + 1) + ".yaml\n");
+  write("c64.yaml", "autocast: {device: cpu}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"extends: \"base.yaml\\0junk\"\n", "t:1:10: error: 'extends:' names a path holding a NUL byte, which no file can have"},
+      {"extends: [base.yaml]\n", "t:1:10: error: 'extends:' must be a file path, found a sequence"},
+      {"extends: {base.yaml: 1}\n", "t:1:10: error: 'extends:' must be a file path, found a mapping"},
+      {"extends: ''\n", "t:1:10: error: 'extends:' must be a file path, found an empty string"},
+      {"extends: .\n", "t:1:10: error: cannot read extended policy '.': is a directory"},  // (diagnostics() drops dir_)
+      {"extends: loop.yaml\n", "loop.yaml:1:10: error: 'extends:' cycle: loop.yaml -> loop.yaml"},
+      {"extends: c2.yaml\n", ""},
+      {"extends: c1.yaml\n", "c63.yaml:1:10: error: 'extends:' chain is deeper than 64 files"},
+      {"extends: /dev/zero\n", "t:1:10: error: cannot read extended policy '/dev/zero': larger than 1 MiB, the limit for policy files"},
+      {"extends:" + std::string(60000, ' ') + "\n", "t:1:9: error: 'extends:' must be a file path, found an empty value"},
+  };
+  for (const auto& [text, expected] : cases) {
+    diag_text_.str("");
+    DiagnosticEngine diags(sources_, diag_text_);
+    const bool loaded = load_policy_chain(PolicyText{"t", text, dir_}, sources_, diags).has_value();
+    EXPECT_EQ(loaded, expected.empty()) << text.substr(0, 40) << diagnostics();
+    EXPECT_TRUE(diagnostics().starts_with(expected)) << text.substr(0, 40) << "\n" << diagnostics();
+  }
 }
 
 TEST_F(PolicyTest, RedundantEntriesAreWarningsOnly) {
@@ -420,6 +513,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{"autocast: {device: cuda}\nextends: missing.yaml\n",
                   "2:10: error: cannot read extended policy 'missing.yaml': No such file or directory"},
         ErrorCase{"autocast: {device: cuda}\nextends: p.yaml\n", "2:10: error: 'extends:' cycle: p.yaml -> p.yaml"},
+        ErrorCase{"autocast: {device: cuda}\nextends: \"p.yaml\\0.yaml\"\n",
+                  "2:10: error: 'extends:' names a path holding a NUL byte, which no file can have"},
         ErrorCase{"autocast:\n\tdevice: cuda\n", "2:1: error: tab character in indentation; YAML allows only spaces"},
         // Note [precision by place]: entries' `modules:` and the `modules:` section.
         ErrorCase{"autocast: {device: cuda}\nlists: {fp32: [{op: log, modules: lm_head}]}\n",

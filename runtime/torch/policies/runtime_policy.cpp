@@ -676,24 +676,55 @@ void register_runtime_policy(std::string_view op, std::string_view policy, std::
                 "register_runtime_policy");
 }
 
+namespace {
+
+// Resolves a chain load_policy_chain read against the ops registered now and installs it; `where`
+// writes a location for the places kept (module patterns), `owner` is who loaded it.
+size_t install_chain(const std::optional<std::vector<policy::PolicyFile>>& chain, DiagnosticEngine& diags,
+                     const std::ostringstream& messages, const std::string& context,
+                     const Where& where, const std::string& owner) {
+  TORCH_CHECK(chain && !diags.has_errors(), context, printable(messages.str()));
+  const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
+  const std::optional<policy::ResolvedPolicy> resolved =
+      policy::resolve_policy(*chain, registered.schemas, diags, running_release());
+  TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
+  return install(*resolved, where, owner);
+}
+
+}  // namespace
+
 size_t load_runtime_policy_file(const std::string& path, const std::string& name) {
   SourceManager sources;
   std::ostringstream messages;
   DiagnosticEngine diags(sources, messages);
   const std::string context = c10::str("autocastgen: the runtime policy ", printable(path), " has errors:\n");
   std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
-  TORCH_CHECK(chain && !diags.has_errors(), context, printable(messages.str()));
-  const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
-  const std::optional<policy::ResolvedPolicy> resolved =
-      policy::resolve_policy(*chain, registered.schemas, diags, running_release());
-  TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
   const std::string shown = display_path(path) + ":";  // how location_text names this file
   const auto where = [&](SourceLocation location) {
     std::string text = sources.location_text(location);
     if (!name.empty() && text.compare(0, shown.size(), shown) == 0) text = name + text.substr(shown.size() - 1);
     return text;
   };
-  return install(*resolved, where, name.empty() ? display_path(path) : name);
+  return install_chain(chain, diags, messages, context, where, name.empty() ? display_path(path) : name);
+}
+
+size_t load_runtime_policy_text(const std::string& text, const std::string& name, const std::string& base) {
+  TORCH_CHECK(!name.empty() && name.find('\n') == std::string::npos && is_utf8(name),
+              "autocastgen: load_runtime_policy_text: the name must be one line of UTF-8 text, not empty");
+  TORCH_CHECK(is_utf8(base), "autocastgen: load_runtime_policy_text: the base folder's path must be UTF-8 text");
+  SourceManager sources;
+  std::ostringstream messages;
+  DiagnosticEngine diags(sources, messages);
+  const std::string context = c10::str("autocastgen: the runtime policy ", printable(name), " has errors:\n");
+  std::optional<std::vector<policy::PolicyFile>> chain =
+      policy::load_policy_chain(policy::PolicyText{name, text, base}, sources, diags);
+  const uint32_t own = chain ? chain->front().file : 0;
+  const auto where = [&](SourceLocation location) {  // the text by its name as given; its bases as files are
+    if (!location.valid() || location.file != own) return sources.location_text(location);
+    const LineColumn at = sources.line_column(location);
+    return c10::str(name, ":", at.line, ":", at.column);
+  };
+  return install_chain(chain, diags, messages, context, where, name);
 }
 
 void clear_runtime_policies() {
@@ -745,6 +776,10 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
   m.def("load_runtime_policy_file(str path, str name=\"\") -> int",
         bookkeeping([](const std::string& path, const std::string& name) {
           return static_cast<int64_t>(autocastgen::load_runtime_policy_file(path, name));
+        }));
+  m.def("load_runtime_policy_text(str text, str name, str base) -> int",
+        bookkeeping([](const std::string& text, const std::string& name, const std::string& base) {
+          return static_cast<int64_t>(autocastgen::load_runtime_policy_text(text, name, base));
         }));
   m.def("clear_runtime_policies() -> ()", bookkeeping([] { autocastgen::clear_runtime_policies(); }));
   // Note [a policy for one export].

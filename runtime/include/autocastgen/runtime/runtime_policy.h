@@ -29,8 +29,13 @@ TORCH_API void register_runtime_policy(std::string_view op, std::string_view pol
 // registered now) and registers every entry as above. Throws c10::Error whose message holds the
 // `file:line:col: error:` diagnostics; nothing is registered then. Returns the entries registered.
 // `name`, when given, is what the locations kept for later messages (module patterns) call the
-// file: the Python package loads YAML text through a private file and names it `<string>`.
+// file (the Python package loads a file in a folder whose name is not UTF-8 through a link).
 TORCH_API size_t load_runtime_policy_file(const std::string& path, const std::string& name = {});
+
+// The same for policy text (load_policy's YAML text): diagnostics and the places kept call it
+// `name` (one line); its own relative `extends:` is read from the folder `base` (relative to the
+// working directory; empty: the working directory itself).
+TORCH_API size_t load_runtime_policy_text(const std::string& text, const std::string& name, const std::string& base);
 
 // Drops every runtime policy this process registered (the kernels they replaced come back).
 TORCH_API void clear_runtime_policies();

@@ -177,7 +177,10 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registration.level
     registration.setLevel(logging.ERROR)
-    with autocast_off(program):
+    # Under no_grad as run_decompositions traces (Note [views of any layout] in _export_program.py):
+    # torch.onnx decomposes under no_grad and then propagates types with gradients on, where sdpa's
+    # CPU kernel lays its output out otherwise and a view it made fails (T5).
+    with autocast_off(program), torch.no_grad():
         try:
             return torch.onnx.export(program, **options).model_proto
         except Exception as error:  # torch.onnx's ConversionError and what it wraps

@@ -13,9 +13,10 @@
 //
 // An entry is served only while the weight shows the marks of the data it was made from (Note
 // [data stamps] in data_stamp.h); a changed weight is re-quantised and its entry replaced. And the
-// cache ends with the scope: the own state's outermost scope clears it (state.cpp), and so does the
-// end of PyTorch's outermost torch.autocast (Note [PyTorch's scope end]), which no stamp can
-// replace: FSDP2 refills a parameter's memory in place between steps without a mark.
+// cache ends with the scope: the own state's outermost scope clears it (Note [caches of a scope]
+// in state_internal.h: registered with the state at load), and so does the end of PyTorch's
+// outermost torch.autocast (Note [PyTorch's scope end]), which no stamp can replace: FSDP2 refills
+// a parameter's memory in place between steps without a mark.
 //
 // Note [PyTorch's scope end]
 // torch.autocast clears PyTorch's cast cache when its outermost scope exits and tells nobody else.
@@ -39,6 +40,7 @@
 #include <c10/util/flat_hash_map.h>
 
 #include "autocastgen/fp8/fp8.h"
+#include "state/state_internal.h"
 #include "../data_stamp.h"
 #include "../device_types.h"
 
@@ -162,6 +164,11 @@ void count_weight_quantization(c10::DeviceType device) { thread_cache(device).co
 CacheStats weight_cache_stats(c10::DeviceType device) { return detail::thread_cache(device).stats(); }
 
 void clear_weight_cache(c10::DeviceType device) { detail::thread_cache(device).clear(); }
+
+namespace {
+// Note [caches of a scope]: the state clears this cache when a device's outermost scope ends.
+const bool g_weight_cache_ends_with_scope = (::autocastgen::detail::on_scope_end(&clear_weight_cache), true);
+}  // namespace
 
 void reset_weight_cache_stats(c10::DeviceType device) { detail::thread_cache(device).reset_stats(); }
 

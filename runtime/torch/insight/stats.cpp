@@ -1,5 +1,5 @@
 // Per-op autocast statistics (stats.h): per-thread tables, the process-wide table they merge
-// into (its JSON form: stats_json.cpp), AUTOCASTGEN_STATS, the counted cast of PyTorch's state,
+// into (its JSON form: stats_json.cpp), AUTOCASTGEN_STATS, the counted casts of both states,
 // and the torch.ops.autocastgen.stats_* ops.
 #include "autocastgen/runtime/stats.h"
 
@@ -27,8 +27,8 @@
 
 #include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/watch.h"
-#include "autocastgen/torch/policy_call.h"
 #include "rank.h"
+#include "state/state_internal.h"
 #include "stats_table.h"
 #include "support/atomic_file.h"
 #include "support/strings.h"
@@ -36,10 +36,6 @@
 #include "bookkeeping_op.h"
 
 namespace autocastgen::stats {
-
-namespace detail {
-std::atomic<uint32_t> g_active{0};
-}  // namespace detail
 
 const char* policy_name(Policy policy) {
   switch (policy) {
@@ -128,9 +124,9 @@ struct Global : Table {
   int record_enables = 0;    // enable_record_only()
   bool record_env = false;   // AUTOCASTGEN_RECORD
   FiniteMode finite = FiniteMode::off;
-  bool module_rules = false;  // kModules
 
-  // Note [one switch word] in stats.h: rewritten after every change, under the mutex.
+  // Note [one switch word] in switches.h: the insight bits, rewritten after every change, under
+  // the mutex (kModules is the module rules', modules.cpp).
   void publish() {
     uint32_t word = 0;
     if (env_enables + explicit_enables > 0) word |= detail::kCounting;
@@ -138,8 +134,7 @@ struct Global : Table {
     const bool record = record_env || record_enables > 0;
     if (record || range_enables > 0) word |= detail::kRanges;
     if (record) word |= detail::kRecordOnly;
-    if (module_rules) word |= detail::kModules;
-    detail::g_active.store(word, std::memory_order_relaxed);
+    detail::set_switches(detail::kInsight, word);
   }
 };
 
@@ -372,13 +367,6 @@ void detail::count_compiled_call(const char* op, Policy policy, uint32_t module,
   entry->compiled_calls += traced.calls;
 }
 
-void detail::set_module_rules(bool loaded) {
-  Global& table = global();
-  const std::lock_guard<std::mutex> lock(table.mutex);
-  table.module_rules = loaded;
-  table.publish();
-}
-
 void enable() {
   Global& table = global();
   const std::lock_guard<std::mutex> lock(table.mutex);
@@ -571,7 +559,7 @@ StatsScope::~StatsScope() {
 
 }  // namespace autocastgen::stats
 
-namespace autocastgen::torch {
+namespace autocastgen::stats {
 
 // Note [telling a hit from a cast]: PyTorch's cached_cast does not say whether it converted or
 // returned its cached copy, and its cache is not exported. Its cacheable case is known (a float32
@@ -582,7 +570,7 @@ namespace autocastgen::torch {
 // taken or dropped at that moment by another thread (a weight shared by threads, and PyTorch's
 // cache is process-wide) can make one such call count wrongly; single-threaded counts are exact.
 at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
-                              stats::OpCounters& counters) {
+                              OpCounters& counters) {
   const bool cacheable = tensor.defined() && tensor.scalar_type() == at::kFloat &&
                          to == at::autocast::get_autocast_dtype(device) && tensor.requires_grad() &&
                          tensor.is_leaf() && !tensor.is_view() && at::autocast::is_autocast_cache_enabled() &&
@@ -601,7 +589,24 @@ at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::
   return out;
 }
 
-}  // namespace autocastgen::torch
+// autocastgen's cast cache says what it did (state_internal.h).
+at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                            OpCounters& counters) {
+  using ::autocastgen::detail::CastOutcome;
+  using ::autocastgen::detail::cached_cast_with_outcome;
+  CastOutcome outcome{};
+  at::Tensor out = cached_cast_with_outcome(to, tensor, device, outcome, counters.cache_evictions);
+  if (outcome == CastOutcome::hit) {
+    ++counters.cache_hits;
+  } else if (outcome == CastOutcome::cast || outcome == CastOutcome::miss) {
+    counters.cache_misses += outcome == CastOutcome::miss ? 1 : 0;
+    ++counters.casts;
+    counters.cast_bytes += static_cast<uint64_t>(out.numel()) * out.element_size();
+  }
+  return out;
+}
+
+}  // namespace autocastgen::stats
 
 namespace {
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 
+#include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/flat_hash_map.h>
@@ -30,7 +31,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "autocastgen/runtime/state.h"
-#include "autocastgen/torch/policy_call.h"
 #include "state_internal.h"
 #include "../data_stamp.h"
 #include "../device_types.h"
@@ -127,14 +127,13 @@ bool is_cacheable(const at::Tensor& tensor, c10::ScalarType to, c10::DeviceType 
   return state.nesting > 0 && state.cache_enabled && to == state.dtype && !c10::InferenceMode::is_enabled();
 }
 
-// What a cast did, for the statistics (own_cast_counted): nothing, a conversion of a tensor the
-// cache does not take, a hit, or a miss (converted and stored); and the entries evicted meanwhile.
-enum class CastOutcome { none, cast, hit, miss };
+using detail::CastOutcome;
 
 at::Tensor cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
                              CastOutcome& outcome, uint64_t& evicted) {
   outcome = CastOutcome::none;
-  if (!torch::is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
+  // Note [eligible argument] (policy_call.h): PyTorch's test, as the drivers' is_eligible.
+  if (!at::autocast::is_eligible(tensor, device) || tensor.scalar_type() == to) return tensor;
   outcome = CastOutcome::cast;
   if (!is_cacheable(tensor, to, device)) return tensor.to(to);
   DeviceCache& cache = thread_cache(device);
@@ -163,23 +162,10 @@ at::Tensor cached_cast(c10::ScalarType to, const at::Tensor& tensor, c10::Device
   return cast_with_outcome(to, tensor, device, outcome, evicted);
 }
 
-namespace torch {
-
-at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
-                            stats::OpCounters& counters) {
-  CastOutcome outcome{};
-  at::Tensor out = cast_with_outcome(to, tensor, device, outcome, counters.cache_evictions);
-  if (outcome == CastOutcome::hit) {
-    ++counters.cache_hits;
-  } else if (outcome == CastOutcome::cast || outcome == CastOutcome::miss) {
-    counters.cache_misses += outcome == CastOutcome::miss ? 1 : 0;
-    ++counters.casts;
-    counters.cast_bytes += static_cast<uint64_t>(out.numel()) * out.element_size();
-  }
-  return out;
+at::Tensor detail::cached_cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                            CastOutcome& outcome, uint64_t& evicted) {
+  return cast_with_outcome(to, tensor, device, outcome, evicted);
 }
-
-}  // namespace torch
 
 size_t cast_cache_size(c10::DeviceType device) { return thread_cache(device).size(); }
 

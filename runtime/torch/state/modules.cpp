@@ -16,7 +16,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/StringUtil.h>
 
-#include "autocastgen/runtime/stats.h"
+#include "autocastgen/runtime/switches.h"
 #include "../device_types.h"
 
 namespace autocastgen::modules {
@@ -126,11 +126,12 @@ Frame* current_frame() {
   return &innermost;
 }
 
-// Whether any device has a section is the switch word's kModules bit (stats.h): what the drivers read.
+// Whether any device has a section is the switch word's kModules bit (switches.h): what the drivers
+// read. Under the table's mutex, so the bit follows the table's changes in order.
 void publish_sections(Rules& table) {
   bool any = false;
   for (const auto& sections : table.sections) any = any || sections.has_value();
-  stats::detail::set_module_rules(any);
+  stats::detail::set_switches(stats::detail::kModules, any ? stats::detail::kModules : 0U);
 }
 
 bool same_rules(const std::vector<SectionRule>& a, const std::vector<SectionRule>& b) {

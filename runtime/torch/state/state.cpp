@@ -2,13 +2,13 @@
 #include "autocastgen/runtime/state.h"
 
 #include <array>
+#include <atomic>
 #include <string>
 
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
-#include "autocastgen/fp8/fp8.h"
 #include "autocastgen/runtime/cast_cache.h"
 #include "policy/policy.h"
 #include "state_internal.h"
@@ -69,11 +69,16 @@ void restore_torch(c10::DeviceType device, c10::ScalarType dtype) {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
-// What lives as long as the outermost scope of a device: this thread's cast cache and fp8 weight
-// copies (Note [fp8 weight cache]).
+// Note [caches of a scope] in state_internal.h: the drops registered by rooms above the state.
+// Zero-initialised before any static initialiser runs.
+std::array<std::atomic<detail::ScopeCacheDrop>, 4> g_scope_cache_drops{};
+
+// What lives as long as the outermost scope of a device: this thread's cast cache and what the
+// rooms above registered (fp8's weight copies, Note [fp8 weight cache]).
 void drop_scope_caches(c10::DeviceType device) {
   clear_cast_cache(device);
-  fp8::clear_weight_cache(device);
+  for (const std::atomic<detail::ScopeCacheDrop>& slot : g_scope_cache_drops)
+    if (const detail::ScopeCacheDrop drop = slot.load(std::memory_order_acquire)) drop(device);
 }
 
 }  // namespace
@@ -88,6 +93,14 @@ c10::DispatchKey autocast_key(c10::DeviceType device) {
 }
 
 const DeviceAutocastState& thread_device_state(c10::DeviceType device) { return thread_state().device(device); }
+
+void on_scope_end(ScopeCacheDrop drop) {
+  for (std::atomic<ScopeCacheDrop>& slot : g_scope_cache_drops) {
+    ScopeCacheDrop empty = nullptr;
+    if (slot.compare_exchange_strong(empty, drop, std::memory_order_acq_rel)) return;
+  }
+  TORCH_CHECK(false, "autocastgen: no slot left for a cache of a scope (Note [caches of a scope])");
+}
 
 std::string qualified_name(const c10::OperatorName& name) {
   return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;

@@ -21,6 +21,22 @@ c10::DispatchKey autocast_key(c10::DeviceType device);
 // This thread's state of `device` in one thread-local lookup (the cast cache's hit path).
 const DeviceAutocastState& thread_device_state(c10::DeviceType device);
 
+// What cached_cast did, for the statistics' counted cast (own_cast_counted in
+// insight/stats.cpp): nothing, a conversion of a tensor the cache does not take, a hit, or a miss
+// (converted and stored); `evicted` grows by the entries dropped meanwhile (cast_cache.cpp).
+enum class CastOutcome { none, cast, hit, miss };
+at::Tensor cached_cast_with_outcome(c10::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                    CastOutcome& outcome, uint64_t& evicted);
+
+// Note [caches of a scope]: what lives as long as a device's outermost AutocastScope. The state's
+// own is this thread's cast cache; a room above the state that keeps something per scope (fp8's
+// weight copies, Note [fp8 weight cache]) registers a function dropping its part for `device` on
+// the calling thread, once, while the library loads (a static initialiser), and the state calls
+// it when the device's outermost scope ends (state.cpp). So the state calls no room above it
+// (Note [runtime layers] in runtime/CMakeLists.txt). A few slots of atomic pointers: no lock.
+using ScopeCacheDrop = void (*)(c10::DeviceType device);
+void on_scope_end(ScopeCacheDrop drop);
+
 // Whether `tensor` is a traced one (torch.compile, make_fx): without data of its own (meta, a
 // Python subclass such as FakeTensor, a functional wrapper). A real tensor seen by a
 // TorchDispatchMode (a counting mode in eager code) is not (traced.cpp).

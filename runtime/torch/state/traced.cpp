@@ -176,7 +176,7 @@ const std::string& process_nonce() {
 
 // Note [trace key]: what a traced graph may depend on, as one string Python compares cheaply:
 // every device type whose autocastgen state is not the default (enabled, dtype, nesting, cache
-// flag), the insight switch word (stats.h), and the policies in force (Note [policies in the
+// flag), the drivers' switch word (switches.h), and the policies in force (Note [policies in the
 // trace key]).
 std::string trace_key() {
   const AutocastState state = capture_autocast_state();

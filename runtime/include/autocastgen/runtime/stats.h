@@ -10,9 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 #include <c10/macros/Export.h>
 #include <c10/macros/Macros.h>
+
+#include "autocastgen/runtime/switches.h"
 
 namespace autocastgen::stats {
 
@@ -92,25 +96,14 @@ struct OpCounters {
 // One more fp8 call of the row that ran in the lower precision because of `reason`.
 TORCH_API void count_fp8_skipped(OpCounters& counters, const char* reason);
 
-namespace detail {
-// Note [one switch word]: what is on, as bits of one word, so that a driver call pays one relaxed
-// load and a branch while everything is off. Written under the statistics' mutex from the
-// enable counts (stats.cpp); read relaxed on every driver call.
-inline constexpr uint32_t kCounting = 1U;   // statistics (AUTOCASTGEN_STATS, StatsScope, ...)
-inline constexpr uint32_t kWatch = 2U;      // the non-finite watch (AUTOCASTGEN_FINITE, FiniteWatch)
-inline constexpr uint32_t kRanges = 4U;     // the range record (RangeScope, RecordScope)
-inline constexpr uint32_t kRecordOnly = 8U; // record-only: casts nothing (AUTOCASTGEN_RECORD, RecordScope)
-// A policy's `modules:` section is loaded (autocastgen/runtime/modules.h): drivers ask which
-// section is in force. Not an insight switch: alone it counts nothing.
-inline constexpr uint32_t kModules = 16U;
-inline constexpr uint32_t kInsight = kCounting | kWatch | kRanges | kRecordOnly;
-TORCH_API extern std::atomic<uint32_t> g_active;
-
-// Every switch: zero while everything is off. A driver counts its call whenever a kInsight bit is set.
-inline uint32_t active() { return g_active.load(std::memory_order_relaxed); }
-// Sets or clears kModules (modules.cpp, when the first section table is registered or the last dropped).
-TORCH_API void set_module_rules(bool loaded);
-}  // namespace detail
+// The states' casts while statistics are on (TorchState::cast_counted, OwnState::cast_counted in
+// policy_call.h): the same result as the state's cast, and the cast or cache hit counted in
+// `counters` (Note [telling a hit from a cast] in runtime/torch/insight/stats.cpp). PyTorch's
+// cast cache, and autocastgen's (autocastgen/runtime/cast_cache.h).
+TORCH_API at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                        OpCounters& counters);
+TORCH_API at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
+                                      OpCounters& counters);
 
 // Whether statistics are on (AUTOCASTGEN_STATS or an enable()).
 inline bool enabled() { return C10_UNLIKELY((detail::active() & detail::kCounting) != 0); }

@@ -29,6 +29,7 @@
 #include "autocastgen/runtime/modules.h"
 #include "autocastgen/runtime/state.h"
 #include "autocastgen/runtime/stats.h"
+#include "autocastgen/runtime/switches.h"
 #include "autocastgen/runtime/watch.h"
 
 namespace torch {
@@ -59,13 +60,6 @@ using ::autocastgen::modules::SectionKind;
 TORCH_API at::ScalarType torch_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 TORCH_API at::ScalarType own_promote_type(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device);
 
-// The states' casts while statistics are on: the same result as State::cast, and the cast or
-// cache hit counted in `counters` (Note [telling a hit from a cast] in runtime/torch/insight/stats.cpp).
-TORCH_API at::Tensor torch_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
-                                        stats::OpCounters& counters);
-TORCH_API at::Tensor own_cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
-                                      stats::OpCounters& counters);
-
 // Note [two states]: whose autocast state a wrapper follows is a type, chosen when the wrapper is
 // generated (`generate --state`, `add_autocast_ops(STATE ...)`) or, for a runtime policy, per call.
 // - TorchState: PyTorch's at::autocast (torch.autocast turns it on; PyTorch's cast cache). The
@@ -81,7 +75,7 @@ struct TorchState {
   }
   static at::Tensor cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
                                  stats::OpCounters& counters) {
-    return torch_cast_counted(to, tensor, device, counters);
+    return stats::torch_cast_counted(to, tensor, device, counters);
   }
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return torch_promote_type(current, tensor, device);
@@ -98,7 +92,7 @@ struct OwnState {
   }
   static at::Tensor cast_counted(at::ScalarType to, const at::Tensor& tensor, c10::DeviceType device,
                                  stats::OpCounters& counters) {
-    return own_cast_counted(to, tensor, device, counters);
+    return stats::own_cast_counted(to, tensor, device, counters);
   }
   static at::ScalarType promote(at::ScalarType current, const at::Tensor& tensor, c10::DeviceType device) {
     return own_promote_type(current, tensor, device);

@@ -15,26 +15,27 @@ from __future__ import annotations
 
 import os
 import pathlib
-import sys
 import warnings
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import requires
+import torch
+from built_tree import require_built
+
+transformers = requires.module("transformers")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
-sys.path.insert(0, str(BUILD / "python"))
-autocastgen = pytest.importorskip("autocastgen")
+# The build's generated CPU library is part of the default build: missing under ctest is an error.
+require_built(BUILD, "python/autocastgen/__init__.py", CPU_LIBRARY.relative_to(BUILD))
 
+import autocastgen  # noqa: E402
 from export_checks import SavedCases  # noqa: E402
 from rotation import rotating  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not CPU_LIBRARY.is_file() or autocastgen._export.supported() is not None,
-    reason=f"the build's generated CPU library is missing, or {autocastgen._export.supported()}")
+pytestmark = pytest.mark.skipif(autocastgen._export.supported() is not None, reason=str(autocastgen._export.supported()))
 
 
 class Logits(torch.nn.Module):

@@ -337,7 +337,8 @@ const bool g_env_read = [] {
 
 OpCounters* thread_counters(const char* op, Policy policy) {
   const uint32_t module = modules::current_path_id();
-  if (C10_UNLIKELY(detail::compiling_call()))  // Note [insight in compiled code] in traced.cpp
+  // Note [insight in compiled code] in traced_calls.cpp.
+  if (C10_UNLIKELY(::autocastgen::detail::compiling_call()))
     if (OpCounters* traced = detail::traced_counters(op, policy, module)) return traced;
   return detail::thread_counters_in(op, policy, module);
 }

@@ -165,8 +165,9 @@ std::string to_json(const Table& table) {
       out += "}";
     }
     // Note [compiled calls]: calls a compiled graph made are counted from what their trace saw
-    // (traced.cpp); their cast-cache use is not known (AOTAutograd traces without the cache), so
-    // the entry says how many calls were compiled and which fields count the eager ones only.
+    // (traced_calls.cpp); their cast-cache use is not known (AOTAutograd traces without the
+    // cache), so the entry says how many calls were compiled and which fields count the eager
+    // ones only.
     if (const auto compiled = compiled_calls.find(op->first); compiled != compiled_calls.end() && compiled->second != 0)
       out += ", \"compiled_calls\": " + std::to_string(compiled->second) +
              ", \"eager_only\": [\"cache_hits\", \"cache_misses\", \"cache_evictions\"]";

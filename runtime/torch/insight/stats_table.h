@@ -25,7 +25,7 @@ struct Event {
 // A table: counts per (op, rule, module), those of compiled graphs, first events.
 struct Table {
   std::map<Key, OpCounters> ops;
-  std::map<Key, uint64_t> compiled_calls;  // of ops' calls, those a compiled graph made (traced.cpp)
+  std::map<Key, uint64_t> compiled_calls;  // of ops' calls, those a compiled graph made (traced_calls.cpp)
   std::map<Key, Event> events;
 
   void clear() {

@@ -1,5 +1,5 @@
-// The non-finite watch and the range record (watch.h): measuring a driver call's tensors, the
-// non-finite event with the user's Python line, and gathering tensors from a runtime policy's stack.
+// The non-finite watch and the range record (watch.h): measuring a driver call's tensors, and the
+// non-finite event with the user's Python line.
 #include "autocastgen/runtime/watch.h"
 
 #include "autocastgen/runtime/modules.h"
@@ -15,14 +15,12 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <ATen/core/boxing/BoxedKernel.h>  // c10::Stack, which boxed_args.h uses
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "autocastgen/torch/policy_call.h"
-#include "policies/boxed_args.h"
 #include "rank.h"
+#include "state/state_internal.h"
 #include "watch_internal.h"
 
 namespace autocastgen::stats {
@@ -138,24 +136,24 @@ std::optional<std::string> running_module() {
 }
 
 // Note [non-finite watch] in watch.h: one event per call (its first non-finite output).
-void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const Tensors& inputs, size_t index,
+void report(const char* op, Policy policy, at::ScalarType ran_in, const Tensors& inputs, size_t index,
             const at::Tensor& output, const std::array<double, 2>& bounds) {
   const FiniteMode mode = finite_mode();
   if (mode == FiniteMode::off) return;
   Events& state = events();
   std::unique_lock<std::mutex> lock(state.mutex);
   const bool first = state.first.empty();
-  const bool warn = mode == FiniteMode::warn && state.warned.insert(site.op).second;
+  const bool warn = mode == FiniteMode::warn && state.warned.insert(op).second;
   lock.unlock();  // the user's line takes the GIL: never while holding our lock
   // Note [events in the file] in stats_table.h: each row keeps its first event too.
   const uint32_t module = t_traced_module >= 0 ? static_cast<uint32_t>(t_traced_module) : modules::current_path_id();
-  const bool row_first = detail::wants_event(site.op, policy, module);
+  const bool row_first = detail::wants_event(op, policy, module);
   if (!first && !warn && !row_first && mode != FiniteMode::raise) return;
 
   const bool nan = std::isnan(bounds[0]) || std::isnan(bounds[1]);
   const std::string rank = detail::rank_from_env();  // which rank of a distributed job saw it
   std::string message = "autocastgen: non-finite output" + (rank.empty() ? std::string() : " on rank " + rank) +
-                        ": " + std::string(site.op) + " (rule " + policy_name(policy) +
+                        ": " + std::string(op) + " (rule " + policy_name(policy) +
                         ", ran in " + detail::dtype_name(ran_in) + ") returned " +
                         (nan ? "NaN" : bounds[1] == std::numeric_limits<double>::infinity() ? "inf" : "-inf") +
                         " in output " + std::to_string(index) + " (" + describe(output) + "); inputs:";
@@ -172,7 +170,7 @@ void report(const torch::Site& site, Policy policy, at::ScalarType ran_in, const
   if (const std::optional<std::string> module = running_module()) message += "; in module '" + *module + "'";
   const std::string line = user_line();
   if (!line.empty()) message += "; called from " + line;
-  if (row_first) detail::record_event(site.op, policy, module, message, line);
+  if (row_first) detail::record_event(op, policy, module, message, line);
 
   lock.lock();
   if (state.first.empty()) state.first = message;
@@ -199,25 +197,6 @@ std::string first_nonfinite() {
   return state.first;
 }
 
-void Tensors::add(const torch::BoxedArgs& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& value = args.at(i);
-    if (value.isTensor()) add(value.toTensor());
-    else if (value.isTensorList()) add(value.toTensorVector());
-    else if ((*args.kinds)[i] == torch::ArgKind::optional_tensor_list) add(value.toOptionalTensorList());
-  }
-}
-
-void Tensors::add_results(const torch::BoxedArgs& args) {
-  const auto add_value = [this](const c10::IValue& value, const auto& self) -> void {
-    if (value.isTensor()) add(value.toTensor());
-    else if (value.isTensorList()) add(value.toTensorVector());
-    else if (value.isTuple())
-      for (const c10::IValue& element : value.toTupleRef().elements()) self(element, self);
-  };
-  for (size_t i = args.base; i < args.stack->size(); ++i) add_value((*args.stack)[i], add_value);
-}
-
 at::ScalarType observe_inputs(OpCounters& counters, uint32_t active, const Tensors& inputs) {
   at::ScalarType first = at::ScalarType::Undefined;
   if ((active & detail::kRecordOnly) != 0) {
@@ -240,9 +219,10 @@ at::ScalarType observe_inputs(OpCounters& counters, uint32_t active, const Tenso
   return first;
 }
 
-void observe_outputs(const torch::Site& site, Policy policy, at::ScalarType ran_in, OpCounters& counters,
+void observe_outputs(const char* op, Policy policy, at::ScalarType ran_in, OpCounters& counters,
                      uint32_t active, const Tensors& inputs, const Tensors& outputs) {
-  if (C10_UNLIKELY(detail::compiling_call())) return detail::observe_traced_call(site, policy, ran_in, inputs, outputs);
+  if (C10_UNLIKELY(::autocastgen::detail::compiling_call()))
+    return detail::observe_traced_call(op, policy, ran_in, inputs, outputs);
   const bool ranges = (active & detail::kRanges) != 0;
   if (ranges) ++counters.ranges.calls;
   std::optional<size_t> bad;
@@ -271,7 +251,7 @@ void observe_outputs(const torch::Site& site, Policy policy, at::ScalarType ran_
     }
   }
   if (bad && (active & detail::kWatch) != 0)
-    report(site, policy, ran_in, inputs, *bad, outputs.tensors()[*bad], bad_bounds);
+    report(op, policy, ran_in, inputs, *bad, outputs.tensors()[*bad], bad_bounds);
 }
 
 }  // namespace autocastgen::stats

@@ -21,11 +21,10 @@ void reset_watch_events();
 bool wants_event(const char* op, Policy policy, uint32_t module);
 void record_event(const char* op, Policy policy, uint32_t module, const std::string& message, const std::string& line);
 
-// Note [insight in compiled code] in traced.cpp. Whether the driver call running on this thread is
-// being traced by torch.compile (told by the Python package at the call's start).
-bool compiling_call();
-// The counters of a call being traced: a record the graph's stats_traced_call op adds to the table
-// each time the compiled graph runs. Null when the record cannot be emitted (no Python package).
+// Note [insight in compiled code] in traced_calls.cpp (whether a call is being traced:
+// compiling_call in state/state_internal.h). The counters of a call being traced: a record the
+// graph's stats_traced_call op adds to the table each time the compiled graph runs. Null when the
+// record cannot be emitted (no Python package).
 OpCounters* traced_counters(const char* op, Policy policy, uint32_t module);
 // A compiled call's counts (calls, casts, cast bytes, ran_in, input dtypes), added to this thread's
 // entry for (op, policy, module) and to its compiled_calls.
@@ -33,7 +32,7 @@ void count_compiled_call(const char* op, Policy policy, uint32_t module, const O
 // thread_counters for the module with path id `module` (a compiled call's, recorded when traced).
 OpCounters* thread_counters_in(const char* op, Policy policy, uint32_t module);
 // Instead of observing fake tensors: puts the op observe_traced into the graph being traced.
-void observe_traced_call(const torch::Site& site, Policy policy, at::ScalarType ran_in, const Tensors& inputs,
+void observe_traced_call(const char* op, Policy policy, at::ScalarType ran_in, const Tensors& inputs,
                          const Tensors& outputs);
 // The user's line of a compiled call's event, recorded when it was traced (empty: find it as eager).
 void set_traced_line(const std::string* line);

@@ -121,4 +121,26 @@ inline void fp8_result(at::Tensor out, const BoxedArgs& args) {
   args.stack->emplace_back(std::move(out));
 }
 
+// What the watch and the range record see (add_observed in policy_call.h): the arguments, still
+// on the stack before the call, and the results, what the call left on the stack from the
+// arguments' base.
+inline void add_observed(stats::Tensors& tensors, const BoxedArgs& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args.at(i);
+    if (value.isTensor()) tensors.add(value.toTensor());
+    else if (value.isTensorList()) tensors.add(value.toTensorVector());
+    else if ((*args.kinds)[i] == ArgKind::optional_tensor_list) tensors.add(value.toOptionalTensorList());
+  }
+}
+
+inline void add_observed_results(stats::Tensors& tensors, const BoxedArgs& args) {
+  const auto add_value = [&tensors](const c10::IValue& value, const auto& self) -> void {
+    if (value.isTensor()) tensors.add(value.toTensor());
+    else if (value.isTensorList()) tensors.add(value.toTensorVector());
+    else if (value.isTuple())
+      for (const c10::IValue& element : value.toTupleRef().elements()) self(element, self);
+  };
+  for (size_t i = args.base; i < args.stack->size(); ++i) add_value((*args.stack)[i], add_value);
+}
+
 }  // namespace autocastgen::torch

@@ -47,6 +47,10 @@ bool is_traced(const at::Tensor& tensor);
 // Returns whether the call must leave its op untouched (Note [the backward a trace puts in the
 // forward's scope]).
 bool note_driver_call_if_traced();
+// Whether the driver call running on this thread is being traced by torch.compile (told by the
+// Python package at the call's start): the insight then records instead of counting (Note [insight
+// in compiled code] in insight/traced_calls.cpp).
+bool compiling_call();
 
 // Note [policies in the trace key] (traced.cpp): what decides the wrappers' casts besides the
 // state. A runtime policy's load or registration folds `description` (its resolved entries,

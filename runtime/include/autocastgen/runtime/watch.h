@@ -16,11 +16,6 @@
 
 #include "autocastgen/runtime/stats.h"
 
-namespace autocastgen::torch {
-struct BoxedArgs;  // runtime/torch/policies/boxed_args.h: a runtime policy's arguments on the stack
-struct Site;
-}  // namespace autocastgen::torch
-
 namespace autocastgen::stats {
 
 // Note [non-finite watch]: while on, every floating tensor output of a driver call (generated
@@ -107,7 +102,8 @@ class TORCH_API RecordScope {
 // policy_call.h). Not for users.
 
 // The tensors of a call's arguments or results, gathered by type: Tensor, optional, lists,
-// tuples, a runtime policy's stack; everything else is skipped.
+// tuples; everything else is skipped. (A runtime policy's stack: the drivers' add_observed,
+// which runtime/torch/policies/boxed_args.h overloads.)
 class TORCH_API Tensors {
  public:
   void add(const at::Tensor& tensor) {
@@ -130,15 +126,8 @@ class TORCH_API Tensors {
   void add(const std::tuple<T...>& values) {
     std::apply([this](const auto&... value) { (add(value), ...); }, values);
   }
-  // A runtime policy's arguments, still on the stack (before the call).
-  void add(const torch::BoxedArgs& args);
   template <typename T>
   void add(const T&) {}
-
-  // A runtime policy's results: what the call left on the stack from its arguments' base.
-  void add_results(const torch::BoxedArgs& args);
-  template <typename T>
-  void add_results(const T&) {}
 
   [[nodiscard]] const std::vector<at::Tensor>& tensors() const { return tensors_; }
 
@@ -150,7 +139,8 @@ class TORCH_API Tensors {
 // and the first one as ran_in). Returns that first dtype (Undefined when none).
 TORCH_API at::ScalarType observe_inputs(OpCounters& counters, uint32_t active, const Tensors& inputs);
 // After: the outputs checked (watch, ranges) and, at a NaN or Inf, the event (which may raise).
-TORCH_API void observe_outputs(const torch::Site& site, Policy policy, at::ScalarType ran_in, OpCounters& counters,
+// `op` is `ns::name[.overload]`.
+TORCH_API void observe_outputs(const char* op, Policy policy, at::ScalarType ran_in, OpCounters& counters,
                                uint32_t active, const Tensors& inputs, const Tensors& outputs);
 
 }  // namespace autocastgen::stats

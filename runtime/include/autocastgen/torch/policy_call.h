@@ -138,6 +138,16 @@ std::vector<at::Tensor> cast_each(const Tensors& tensors, const CastOne& cast_on
 }
 }  // namespace detail
 
+// What the watch and the range record see of an argument (Call::run_observed): its tensors, and
+// after a call that returns nothing, the results it left (none, but for a runtime policy's stack).
+// Found at instantiation, like the per-argument steps: boxed_args.h overloads both.
+template <typename T>
+void add_observed(stats::Tensors& tensors, const T& arg) {
+  tensors.add(arg);
+}
+template <typename T>
+void add_observed_results(stats::Tensors&, const T&) {}
+
 // Calls the op: a function (at::_ops::<op>::call) or a typed dispatcher handle (custom namespaces).
 template <typename Op, typename... Args>
 decltype(auto) invoke(const Op& op, Args&&... args) {
@@ -157,10 +167,11 @@ decltype(auto) invoke(const Op& op, Args&&... args) {
 //
 // Note [observing in the drivers]: the non-finite watch, the range record and record-only mode
 // (autocastgen/runtime/watch.h) live here too, on the same switch word as the statistics (Note
-// [one switch word] in stats.h): every driver calls the op through run(), which, when on() saw the
-// watch or the range record on, gathers the call's tensor arguments and results and hands them to
-// stats::observe_inputs/observe_outputs; otherwise it is a branch on a member and the call. In
-// record-only mode on() answers false, so the driver takes its untouched path, still through run().
+// [one switch word] in switches.h): every driver calls the op through run(), which, when on() saw
+// the watch or the range record on, gathers the call's tensor arguments and results
+// (add_observed) and hands them to stats::observe_inputs/observe_outputs; otherwise it is a branch
+// on a member and the call. In record-only mode on() answers false, so the driver takes its
+// untouched path, still through run().
 template <typename State>
 class Call {
  public:
@@ -263,7 +274,7 @@ class Call {
   template <typename Op, typename... Args>
   C10_NOINLINE decltype(auto) run_observed(const Op& op, const Args&... args) const {
     stats::Tensors inputs;
-    (inputs.add(args), ...);
+    (add_observed(inputs, args), ...);
     if ((active_ & (stats::detail::kWatch | stats::detail::kRanges)) == 0) {  // counted, left untouched by a section
       for (const at::Tensor& tensor : inputs.tensors()) note_input(tensor);
       return invoke(op, args...);
@@ -274,12 +285,12 @@ class Call {
     stats::Tensors outputs;
     if constexpr (std::is_void_v<Result>) {
       invoke(op, args...);
-      (outputs.add_results(args), ...);  // a runtime policy's results, on the stack
-      stats::observe_outputs(site_, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
+      (add_observed_results(outputs, args), ...);  // a runtime policy's results, on the stack
+      stats::observe_outputs(site_.op, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
     } else {
       Result result = invoke(op, args...);
       outputs.add(result);
-      stats::observe_outputs(site_, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
+      stats::observe_outputs(site_.op, policy_, ran_dtype(), *counters_, active_, inputs, outputs);
       return result;
     }
   }

@@ -1,7 +1,7 @@
 // `autocastgen advise RECORD.json --policy BASE.yaml --dtype float16|bfloat16 [--margin-bits N] -o OUT.yaml`:
 // the policy advisor's range proposal from a record file (docs/advise.md). The proposal, the
-// search and the policy writer exist once, in the Python package (autocastgen/advisor.py and its
-// _advice_*.py parts); this verb runs `python -m autocastgen.advise` from the package beside the
+// search and the policy writer exist once, in the Python package (autocastgen/advisor/); this
+// verb runs `python -m autocastgen.advisor` (its __main__.py) from the package beside the
 // CLI (Note [advise runs the package] below).
 #include <memory>
 #include <string>
@@ -28,7 +28,7 @@ struct AdviseOptions {
   double margin_bits = 1.0;
   std::string device;
   std::string output;
-  std::string fp8;  // a script defining `model` and `inputs` (Note [fp8 places] in python/autocastgen/_fp8_advice.py)
+  std::string fp8;  // a script defining `model` and `inputs` (Note [fp8 places] in python/autocastgen/advisor/_fp8.py)
 };
 
 int run_advise(const AdviseOptions& options) {
@@ -38,7 +38,7 @@ int run_advise(const AdviseOptions& options) {
   if (!options.dtype.empty()) args.insert(args.end(), {"--dtype", options.dtype});
   if (!options.fp8.empty()) args.insert(args.end(), {"--fp8", options.fp8});
   if (!options.device.empty()) args.insert(args.end(), {"--device", options.device});
-  return run_own_python_module("advise", "autocastgen.advise", args);
+  return run_own_python_module("advisor/__main__", "autocastgen.advisor", args);
 }
 
 }  // namespace

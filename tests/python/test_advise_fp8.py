@@ -1,5 +1,5 @@
 """The advisor's fp8 places (docs/advise.md, "fp8 places"; Note [fp8 places] in
-python/autocastgen/_fp8_advice.py): the decision alone with injected timings and validations,
+python/autocastgen/advisor/_fp8.py): the decision alone with injected timings and validations,
 then the real measured path on a small model, checking that the proposal is consistent with what
 it recorded (never which place wins by wall time).
 
@@ -26,9 +26,9 @@ sys.path.insert(0, str(BUILD / "python"))
 
 def _decide_module():
     pytest.importorskip("torch")
-    from autocastgen import _fp8_advice
+    from autocastgen.advisor import _fp8
 
-    return _fp8_advice
+    return _fp8
 
 
 def test_decide_keeps_only_faster_places_that_pass_validation() -> None:

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .._core.ranges import measure
+
 FLOAT16_MAX = 65504.0
 ADVISOR_MARGIN_BITS = 1.0  # autocastgen advise's default --margin-bits
 
@@ -306,14 +308,12 @@ class Headroom:
 def places(rows: Sequence[Mapping[str, Any]], advice: Any = None, keep: int = 40) -> Headroom:
     """Every (module, op, rule) with a measured max |out|, least headroom first, with the advisor's
     verdict: the range proposal that ``autocastgen advise --dtype float16`` makes from this file
-    (a record: float32, ranges, modules; advisor.measure, the same code), and the places of an
+    (a record: float32, ranges, modules; _core/ranges.py's measure, the same code), and the places of an
     ``Advice`` when one is given (validation included). Only the ``keep`` with the least headroom
     and the moved ones are made into Places (a 100k-row file has 100k places)."""
     reasons: dict[tuple[str, str], str] = {}
     record = [r for r in rows if "module" in r and "ranges" in r and r.get("policy") == "lower_precision_fp"]
     if record and all(not (set(r["ran_in"]) - {"float32", "float64"}) for r in record):
-        from ..advisor import measure
-
         for m in measure([r for r in record if _may_move(r["ranges"])], "float16", ADVISOR_MARGIN_BITS):
             if m.range_reason is not None:
                 reasons[(m.place.module, m.place.op)] = f"by ranges: {m.range_reason}"
@@ -343,7 +343,7 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None, keep: int = 40
                     sum(1 for k in keyed if k[0] < 0), len(keyed))
 
 
-# Note [the advisor's candidates]: advisor.measure gives a place a range reason only when its
+# Note [the advisor's candidates]: measure (_core/ranges.py) gives a place a range reason only when its
 # max |in| or |out| is within the margin of float16's largest value, some of its output elements
 # are over the range, or a share of them under float16's smallest subnormal. A record has one row
 # per place (the reader refuses an (op, rule, module) listed twice), so the rows that can meet

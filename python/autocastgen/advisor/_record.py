@@ -1,4 +1,4 @@
-"""What the advisor reads (Note [the advisor] in advisor.py): a record's rows, checked; the base
+"""What the advisor reads (Note [the advisor] in _search.py): a record's rows, checked; the base
 policy's device and lower-precision dtypes; the dtype asked for. Every refusal is an :class:`AdviseError`."""
 
 from __future__ import annotations
@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# The formats' largest finite value and smallest positive subnormal (docs/insight.md, the range record).
-_FORMATS = {"float16": (65504.0, 2.0**-24), "bfloat16": (3.3895313892515355e38, 2.0**-133)}
-_LOWER_RULE = "lower_precision_fp"
+import yaml
+
+from .._core.ranges import FORMATS, LOWER_RULE
+from ..policy import clear_runtime_policies, load_policy
+
 # The default lower-precision dtype per device (docs/policy-language.md, Devices): a policy
 # without `lower_precision:` has only that one.
 _DEFAULT_LOWER = {
@@ -47,7 +49,7 @@ def read_record(table: Mapping[str, Any], source: str = "the record") -> list[di
         if "module" not in row:
             raise AdviseError(f"{source}: {row['op']} ({row['policy']}) has no module path: it ran outside "
                               "the attached model; record the model alone")
-    lower = [row for row in rows if row["policy"] == _LOWER_RULE]
+    lower = [row for row in rows if row["policy"] == LOWER_RULE]
     if not any("ranges" in row for row in lower):
         raise AdviseError(f"{source}: the record has no value ranges: take it in record-only mode "
                           "(autocastgen.record() or AUTOCASTGEN_RECORD), not with statistics alone")
@@ -71,8 +73,6 @@ def _module_name(path: str) -> str:
 def base_autocast(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
     """The base policy's device and lower-precision dtypes, through its `extends:` chain (the
     file's own `autocast:` fields override its base's). The policy must already have loaded."""
-    import yaml
-
     def fields(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
         data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
         merged: dict[str, Any] = {}
@@ -90,8 +90,6 @@ def base_autocast(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
 
 def _check_base(policy: str, dtype: str, device: str | None) -> None:
     """Loads the base (its diagnostics are the CLI's) and checks its device and dtypes."""
-    from .policy import clear_runtime_policies, load_policy
-
     if not Path(policy).is_file():
         raise AdviseError(f"the base policy '{policy}' is not a file")
     clear_runtime_policies()
@@ -107,6 +105,6 @@ def _check_base(policy: str, dtype: str, device: str | None) -> None:
 
 def _dtype_name(dtype: Any) -> str:
     name = str(dtype).removeprefix("torch.")
-    if name not in _FORMATS:
+    if name not in FORMATS:
         raise AdviseError(f"dtype {name}: the advisor advises float16 or bfloat16 autocast")
     return name

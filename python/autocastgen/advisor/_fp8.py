@@ -12,7 +12,7 @@ Note [fp8 places]: how the advisor proposes where the fp8 list applies.
   every candidate, the two alternating, ``repeats`` times; a place's time is its minimum over the
   repeats. A place improves when its fp8 time is below its lower-precision time.
 - *Validation*: a place that improves runs with fp8 there alone and must pass the advisor's
-  check against the float32 run (Note [default tolerance] in _advice_run.py, or ``validate=``).
+  check against the float32 run (Note [default tolerance] in _run.py, or ``validate=``).
 - *Together*: the places kept so far run together; while that fails, the kept place with the
   smallest measured gain (lower-precision time / fp8 time) is dropped, and its reason says so.
 - The decision is :func:`decide` (pure: timings and validations in, places out), tested alone
@@ -29,9 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._advice_policy import _quote, _relative_base
-from ._atomic import write_file
-from ._terminal import shown
+from .. import insight
+from .._atomic import write_file
+from .._terminal import shown
+from ..policy import clear_runtime_policies, load_policy
+from ._advice import _quote, _relative_base
 
 GEMM_OPS = ("aten::linear", "aten::mm", "aten::addmm")
 FP8_DTYPE = "float8_e4m3fn"
@@ -209,9 +211,6 @@ def advise_fp8(model: Any, run: Any, reference: Any, rows: Sequence[Mapping[str,
                check: Callable[[Any, Any], tuple[bool, str]], repeats: int, started: float) -> Fp8Advice:
     """Note [fp8 places]; ``run`` is the advisor's _Runner, ``reference`` its float32 output and
     ``rows`` the float32 record's rows."""
-    from . import insight
-    from .policy import clear_runtime_policies, load_policy
-
     if repeats < 1:
         raise ValueError(f"fp8_repeats={repeats}: time each way at least once")
     advice = Fp8Advice(base, dtype, tuple(_candidate_places(rows)), repeats)

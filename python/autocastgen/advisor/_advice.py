@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._advice_ranges import Place, _Measure, _percent
-from ._atomic import write_file
-from ._terminal import shown
+from .._atomic import write_file
+from .._core.ranges import Measure, Place, percent
+from .._terminal import shown
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ def _count_by(moved: Sequence[Moved]) -> str:
 
 def _share_line(share: Mapping[str, Mapping[str, float]]) -> str:
     before, after = share["before"], share["after"]
-    return (f"calls {_percent(before['calls'])} -> {_percent(after['calls'])} "
+    return (f"calls {percent(before['calls'])} -> {percent(after['calls'])} "
             f"({after['lower_calls']:g} of {after['gemm_calls']:g}), "
-            f"FLOPs {_percent(before['flops'])} -> {_percent(after['flops'])}")
+            f"FLOPs {percent(before['flops'])} -> {percent(after['flops'])}")
 
 
 def _inside(module: str, path: str) -> bool:
@@ -196,14 +196,14 @@ def _relative_base(base: str, out: Path) -> str:
     return Path(os.path.relpath(Path(base).resolve(), out.resolve().parent)).as_posix()
 
 
-def _magnitudes(measured: _Measure) -> str:
-    """What the float32 run measured at a place the validation needed (Note [risk order] in _advice_ranges.py)."""
+def _magnitudes(measured: Measure) -> str:
+    """What the float32 run measured at a place the validation needed (Note [risk order] in _search.py)."""
     if measured.input_max_abs is None or measured.output_max_abs is None:
         return ""
     return f" (max |in| {measured.input_max_abs:.6g}, max |out| {measured.output_max_abs:.6g})"
 
 
-def _advice_for(places: Iterable[Place], measures: Mapping[Place, _Measure], every: Iterable[Place],
+def _advice_for(places: Iterable[Place], measures: Mapping[Place, Measure], every: Iterable[Place],
                 base: str, dtype: str) -> Advice:
     """The advice that moves exactly `places` (the text the runs verify)."""
     places = sorted(set(places))

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..places import attach
+
 # Default tolerances (Note [default tolerance]): rtol, and atol as a share of max |reference|.
 _DEFAULT_RTOL = {"float16": 1e-2, "bfloat16": 4e-2}
 
@@ -91,8 +93,6 @@ class _Runner:
 
     def __call__(self, counter: _GemmCounter | None = None) -> Any:
         import torch
-
-        from . import attach
 
         devices = [] if self.device == "cpu" else None
         with contextlib.ExitStack() as stack:

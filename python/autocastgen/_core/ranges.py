@@ -1,10 +1,6 @@
-"""The range proposal (Note [the advisor] in advisor.py): each place's merged ranges from the float32
-run and what they say for one dtype, and the order the search adds the other places in.
-
-Note [risk order]: the places the proposal moved come first, least headroom first; then the
-others by the bits their outputs lose to cancellation, log2(max |input| / max |output|) (an op
-whose output is much smaller than its inputs keeps few significant bits of them in a narrow
-format: bfloat16's 8), then by headroom, then by (module, op).
+"""What a record's ranges say for one dtype: each place's merged ranges from the float32 run, and
+whether they move it to float32 (Note [the advisor] in advisor/_search.py). The advisor's range
+proposal, which the report shows for a record too (reporter/view.py): the same code.
 """
 
 from __future__ import annotations
@@ -14,9 +10,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._advice_record import _FORMATS, _LOWER_RULE
+__all__ = ["FORMATS", "LOWER_RULE", "Measure", "Place", "measure", "percent"]
 
-_UNDERFLOW_SHARE = 0.01  # Note [the advisor] in advisor.py
+# The formats' largest finite value and smallest positive subnormal (docs/insight.md, the range record).
+FORMATS = {"float16": (65504.0, 2.0**-24), "bfloat16": (3.3895313892515355e38, 2.0**-133)}
+LOWER_RULE = "lower_precision_fp"
+_UNDERFLOW_SHARE = 0.01  # Note [the advisor] in advisor/_search.py
 
 
 @dataclass(frozen=True, order=True)
@@ -33,7 +32,7 @@ class Place:
 
 
 @dataclass(frozen=True)
-class _Measure:
+class Measure:
     """A place's merged ranges from the float32 run, and what they say for one dtype."""
 
     place: Place
@@ -54,7 +53,7 @@ class _Measure:
         return min(known) if known else math.inf
 
 
-def _percent(share: float) -> str:
+def percent(share: float) -> str:
     return f"{100 * share:.3g}%"
 
 
@@ -68,13 +67,13 @@ def _bits(limit: float, value: float | None) -> float | None:
     return math.inf if value == 0 else math.log2(limit / value)
 
 
-def measure(rows: Iterable[Mapping[str, Any]], dtype: str, margin_bits: float) -> list[_Measure]:
+def measure(rows: Iterable[Mapping[str, Any]], dtype: str, margin_bits: float) -> list[Measure]:
     """Every place of the record (rows under `lower_precision_fp`, merged per (module, op)) with
     what its ranges say for ``dtype`` (Note [the advisor]); in (module, op) order."""
-    largest, smallest = _FORMATS[dtype]
+    largest, smallest = FORMATS[dtype]
     merged: dict[Place, dict[str, Any]] = {}
     for row in rows:
-        if row["policy"] != _LOWER_RULE:
+        if row["policy"] != LOWER_RULE:
             continue
         place = Place(str(row["module"]), str(row["op"]))
         ranges = row.get("ranges") or {}
@@ -98,26 +97,15 @@ def measure(rows: Iterable[Mapping[str, Any]], dtype: str, margin_bits: float) -
         if m["out"] is not None and (out_room < margin_bits or m["over"]):
             text = f"max |out| {m['out']:.6g}, {dtype} headroom {out_room:+.1f} bits"
             if m["over"]:
-                text += f", {_percent(m['over'] / max(m['elements'], 1))} of elements out of range"
+                text += f", {percent(m['over'] / max(m['elements'], 1))} of elements out of range"
             reasons.append(text)
         elif m["over"]:
-            reasons.append(f"{_percent(m['over'] / max(m['elements'], 1))} of elements out of range")
+            reasons.append(f"{percent(m['over'] / max(m['elements'], 1))} of elements out of range")
         if m["in"] is not None and in_room < margin_bits:
             reasons.append(f"max |in| {m['in']:.6g}, {dtype} headroom {in_room:+.1f} bits")
         if m["elements"] and m["under"] / m["elements"] >= _UNDERFLOW_SHARE:
-            reasons.append(f"{_percent(m['under'] / m['elements'])} of output elements below {dtype}'s "
+            reasons.append(f"{percent(m['under'] / m['elements'])} of output elements below {dtype}'s "
                            f"smallest subnormal ({smallest:.3g})")
-        found.append(_Measure(place, m["calls"], m["in"], m["out"], m["elements"], m["over"], m["under"],
+        found.append(Measure(place, m["calls"], m["in"], m["out"], m["elements"], m["over"], m["under"],
                               in_room, out_room, loss, "; ".join(reasons) or None))
     return found
-
-
-def _risk_order(measures: Iterable[_Measure]) -> list[_Measure]:
-    """Most risky first (Note [risk order])."""
-
-    def key(m: _Measure) -> tuple[Any, ...]:
-        proposed = m.range_reason is not None
-        loss = m.loss_bits if m.loss_bits is not None else -math.inf
-        return (not proposed, m.headroom if proposed else 0.0, -loss, m.headroom, m.place)
-
-    return sorted(measures, key=key)

@@ -1,24 +1,5 @@
-"""The policy advisor: a policy that keeps float32 only at the places measured ranges or a validation need (docs/advise.md).
-
-    advice = autocastgen.advise(model, inputs, policy="cpu.yaml", dtype=torch.float16)
-    advice.moved        # each (module, op) moved to float32, with its measured reason
-    advice.share        # GEMM calls and FLOPs in the lower-precision dtype, before and after
-    advice.write("advised.yaml")
-
-and, from a record file taken in record-only mode with the model attached (ranges only, no model
-to run), ``autocastgen advise RECORD.json --policy BASE.yaml --dtype float16 -o OUT.yaml``, which
-runs ``python -m autocastgen.advise`` with the same arguments: the proposal, the search and the
-policy writer exist once, here and in the advisor's private parts:
-- _advice_record.py: what it reads (the record's rows, the base policy, the dtype) and AdviseError;
-- _advice_ranges.py: the range proposal (``measure``) and the risk order (Note [risk order]);
-- _advice_policy.py: the advice (Advice, Moved, Run) and the policy text it writes (Note [the
-  root], Note [module sections]);
-- _advice_run.py: running the model and checking a run (Note [default tolerance]);
-- _fp8_advice.py: fp8 places (Note [fp8 places]).
-This module runs the search (``advise``), the CLI's range proposal (``advise_record``) and the
-CLI (``main``, run by advise.py); the parts' public names (``AdviseError``, ``Advice``, ``Moved``,
-``Run``, ``Place``, ``measure``, ``read_record``, ``base_autocast``, ``Fp8Advice``, ``Fp8Place``)
-are importable from here too.
+"""The advisor's search: ``advise(model, inputs, ...)`` runs the model and keeps float32 only at the
+places measured ranges or a validation need (docs/advise.md).
 
 Note [the advisor]: how a place is chosen.
 - A *place* is one op overload inside one module: the record's rows are per (module, op, rule),
@@ -34,36 +15,38 @@ Note [the advisor]: how a place is chosen.
   a run passes when every floating output is finite and within `atol + rtol * |reference|` of
   the float32 run, or when `validate(reference, output)` says so.
 - *Search*, when the proposal fails: the other places, ordered by measured risk (Note [risk
-  order] in _advice_ranges.py), are added as a prefix found by bisection (the smallest prefix
-  that passes, assuming more float32 never hurts; every prefix used was run), then each added
+  order] below), are added as a prefix found by bisection (the smallest prefix that passes, assuming more float32 never hurts; every prefix used was run), then each added
   place, least risky first, is dropped when the run still passes without it (greedy removal).
   Places the ranges proposed are kept: they carry a measured reason and the margin is for inputs
   not seen.
 - Runs are cached per set of places, so no set runs twice; at most `max_runs` runs in all (the
   float32 run included). Everything is ordered by value, then by (module, op): the same model,
   inputs and arguments give the same advice.
+
+Note [risk order]: the places the proposal moved come first, least headroom first; then the
+others by the bits their outputs lose to cancellation, log2(max |input| / max |output|) (an op
+whose output is much smaller than its inputs keeps few significant bits of them in a narrow
+format: bfloat16's 8), then by headroom, then by (module, op).
 """
 
 from __future__ import annotations
 
-import argparse
+import math
 import os
-import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._atomic import WriteError, write_file
-from ._advice_policy import Advice, Moved, Run, _advice_for, _policy_text, _relative_base
-from ._advice_ranges import Place, _risk_order, measure
-from ._advice_record import _FORMATS, AdviseError, _check_base, _dtype_name, read_record
-from ._advice_record import base_autocast  # noqa: F401 (importable from here, as before the split)
-from ._advice_run import _DEFAULT_RTOL, _default_check, _device_of, _GemmCounter, _leaves, _Runner, _split_inputs
-from ._fp8_advice import Fp8Advice, Fp8Place, advise_fp8
-from ._terminal import shown
+import torch
 
-__all__ = ["Advice", "AdviseError", "Fp8Advice", "Fp8Place", "Moved", "Run", "advise", "main"]
+from .. import insight
+from .._core.ranges import Measure, Place, measure
+from ..policy import clear_runtime_policies, load_policy, shipped_policy
+from ._advice import Advice, Run, _advice_for, _policy_text
+from ._fp8 import Fp8Advice, advise_fp8
+from ._record import AdviseError, _check_base, _dtype_name, read_record
+from ._run import _DEFAULT_RTOL, _default_check, _device_of, _GemmCounter, _leaves, _Runner, _split_inputs
 
 
 def advise(
@@ -85,7 +68,7 @@ def advise(
     under ``torch.autocast(device, dtype)`` with ``torch.no_grad()``, the model attached and the
     random generators seeded alike in every run: once in record-only mode (the float32 reference
     and the ranges), then under the base, the range proposal and, when that fails, the search's
-    sets (Note [the advisor] in autocastgen/advisor.py; docs/advise.md).
+    sets (Note [the advisor] in autocastgen/advisor/_search.py; docs/advise.md).
 
     Args:
         model: an ``nn.Module`` in float32 (call ``eval()`` first if it should run in eval mode).
@@ -99,7 +82,7 @@ def advise(
         validate: ``validate(reference, output) -> bool`` instead of the tolerances.
         max_runs: the most model runs, the float32 run included.
         margin_bits: the proposal's margin below the dtype's largest value, in bits.
-        fp8: propose fp8 places instead (Note [fp8 places] in autocastgen/_fp8_advice.py): fp8
+        fp8: propose fp8 places instead (Note [fp8 places] in autocastgen/advisor/_fp8.py): fp8
             kept only at the modules whose measured time improves over ``dtype`` and whose
             validation against the float32 run still holds; returns an :class:`Fp8Advice`.
         fp8_repeats: timed runs each way (fp8 and ``dtype``) with ``fp8=True``.
@@ -115,11 +98,6 @@ def advise(
     The process's runtime policies are replaced while it runs and cleared at the end
     (``clear_runtime_policies()``), and the statistics table is reset before the float32 run.
     """
-    import torch
-
-    from . import insight
-    from .policy import clear_runtime_policies, load_policy
-
     started = time.perf_counter()
     name = _dtype_name(dtype if dtype is not None else ("bfloat16" if fp8 else "float16"))
     lower = getattr(torch, name)
@@ -166,7 +144,7 @@ def advise(
             return advise_fp8(model, run, reference, rows, base_text, name, fp8_check, fp8_repeats, started)
         measures = {m.place: m for m in measure(rows, name, margin_bits)}
         every = sorted(measures)
-        ordered = _risk_order(measures.values())
+        ordered = risk_order(measures.values())
         proposed = [m.place for m in ordered if m.range_reason is not None]
         rest = [m.place for m in ordered if m.range_reason is None]
 
@@ -236,114 +214,18 @@ class _OutOfRuns(Exception):
 
 
 def _shipped_policy(device: str) -> str:
-    from .policy import shipped_policy
-
     try:
         return str(shipped_policy(device))
     except ValueError as error:
         raise AdviseError(f"{error}: pass policy=") from None
 
 
-# --- the CLI's range proposal ---------------------------------------------------------------------
+def risk_order(measures: Iterable[Measure]) -> list[Measure]:
+    """Most risky first (Note [risk order])."""
 
-def advise_record(record: str | os.PathLike[str], policy: str | os.PathLike[str], dtype: str,
-                  margin_bits: float = 1.0, device: str | None = None) -> Advice:
-    """The range proposal from a record file (no model to run): what ``autocastgen advise`` writes.
-    A record does not say which device it ran on: ``device`` (``--device``) checks the base's."""
-    from .reporter.reading import ReadError, read_json
+    def key(m: Measure) -> tuple[Any, ...]:
+        proposed = m.range_reason is not None
+        loss = m.loss_bits if m.loss_bits is not None else -math.inf
+        return (not proposed, m.headroom if proposed else 0.0, -loss, m.headroom, m.place)
 
-    path = os.fspath(record)
-    try:
-        table = read_json(path)  # the report's reader: bounded, every error located
-    except ReadError as error:
-        raise AdviseError(f"{path}: cannot read the record:\n{str(error).rstrip()}") from None
-    name = _dtype_name(dtype)
-    rows = read_record(table, path)
-    _check_base(os.fspath(policy), name, device)
-    measures = {m.place: m for m in measure(rows, name, margin_bits)}
-    proposed = [m.place for m in measures.values() if m.range_reason is not None]
-    advice = _advice_for(proposed, measures, sorted(measures), Path(policy).resolve().as_posix(), name)
-    advice.verified = False
-    advice.source = f" from {Path(path).name}"
-    return advice
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m autocastgen.advise RECORD.json --policy BASE.yaml --dtype D [--margin-bits N] -o OUT.yaml``."""
-    parser = argparse.ArgumentParser(prog="autocastgen advise",
-                                     description="Writes a policy that extends BASE and moves to float32 the places "
-                                                 "whose recorded ranges leave DTYPE's range (docs/advise.md).")
-    parser.add_argument("record", nargs="?", help="a record taken in record-only mode with the model attached")
-    parser.add_argument("--fp8", metavar="SCRIPT.py",
-                        help="propose fp8 places instead, running the model of SCRIPT.py (its globals `model` and "
-                             "`inputs`): Note [fp8 places]")
-    parser.add_argument("--policy", required=True, help="the base policy the record was taken with")
-    parser.add_argument("--dtype", choices=sorted(_FORMATS), help="the lower-precision dtype (required without --fp8; "
-                        "default bfloat16 with it)")
-    parser.add_argument("--margin-bits", type=float, default=1.0, help="margin below the dtype's largest value")
-    parser.add_argument("--device", help="the device the record was taken on (checked against the base's)")
-    parser.add_argument("-o", "--output", required=True, help="the policy to write")
-    options = parser.parse_args(argv)
-    from .policy import clear_runtime_policies, load_policy
-
-    out = Path(options.output)
-    if (options.record is None) == (options.fp8 is None):
-        parser.error("give a RECORD, or --fp8 SCRIPT.py (not both)")
-    if options.fp8 is not None:
-        return _main_fp8(options, out)
-    if options.dtype is None:
-        parser.error("--dtype is required with a RECORD")
-
-    def from_record() -> Advice:
-        advice = advise_record(options.record, options.policy, options.dtype, options.margin_bits, options.device)
-        text = _policy_text(advice, _relative_base(advice.base, out))
-        # Written only when it loads: checked where it will live (its extends: is relative).
-        try:
-            clear_runtime_policies()
-            write_file(out, text, check=lambda temporary: load_policy(Path(temporary)))
-        finally:
-            clear_runtime_policies()
-        return advice
-
-    return _reported(from_record, options)
-
-
-def _reported(make: Callable[[], Advice], options: argparse.Namespace) -> int:
-    """Runs one advise verb's work and reports it: the advice and where it was written, or the error
-    (exit 1, nothing written)."""
-    from .policy import PolicyError
-
-    try:
-        advice = make()
-    except (AdviseError, WriteError) as error:
-        print(f"autocastgen: error: {_shown_lines(str(error))}", file=sys.stderr)
-        return 1
-    except PolicyError as error:
-        print(f"{_shown_lines(str(error))}\nautocastgen: error: the base policy has errors; no advice written",
-              file=sys.stderr)
-        return 1
-    print(_shown_lines(advice.report()))
-    print(f"wrote {shown(options.output)}")
-    return 0
-
-
-def _shown_lines(text: str) -> str:
-    """``text``'s lines as a terminal shows them (Note [names on a terminal] in _terminal.py)."""
-    return "\n".join(shown(line) for line in text.split("\n"))
-
-
-def _main_fp8(options: argparse.Namespace, out: Path) -> int:
-    import runpy
-
-    def from_script() -> Advice:
-        script = runpy.run_path(options.fp8, run_name="__autocastgen_advise__")
-        if "model" not in script or "inputs" not in script:
-            raise AdviseError(f"{options.fp8}: define the globals `model` and `inputs` (what model(inputs) runs)")
-        advice = advise(script["model"], script["inputs"], policy=options.policy, dtype=options.dtype or "bfloat16",
-                        fp8=True)
-        if options.device is not None and options.device != _device_of(script["model"], *_split_inputs(script["inputs"])):
-            raise AdviseError(f"--device {options.device}: the model runs on another device")
-        advice.write(out)
-        return advice
-
-    return _reported(from_script, options)
+    return sorted(measures, key=key)

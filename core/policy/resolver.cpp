@@ -28,7 +28,7 @@ using model::FunctionSchema;
 
 namespace {
 
-constexpr size_t kMaxChain = 64;
+constexpr size_t kMaxDepth = 64;
 
 // Follows `extends:` from `chain`'s last policy (whose own base is `next`), reading each file.
 std::optional<std::vector<PolicyFile>> follow_chain(std::vector<PolicyFile> chain, std::filesystem::path next,
@@ -57,8 +57,8 @@ std::optional<std::vector<PolicyFile>> follow_chain(std::vector<PolicyFile> chai
         return std::nullopt;
       }
     }
-    if (chain.size() >= kMaxChain) {
-      diags.error(included_from, fmt::format("'extends:' chain is deeper than {} files", kMaxChain));
+    if (chain.size() >= kMaxDepth) {
+      diags.error(included_from, fmt::format("'extends:' chain is deeper than {} files", kMaxDepth));
       return std::nullopt;
     }
     std::string error;

@@ -27,7 +27,6 @@ import torch
 
 from . import _runtime
 from ._atomic import WriteError, write_file
-from ._extends import find_extends
 from ._terminal import shown
 from .policy import PolicyError
 
@@ -65,8 +64,6 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # A library name longer than this would, with the key and the cache's suffixes, pass the file
 # system's limit of 255 bytes on one name; a default name (the policy file's stem) is cut to it.
 _MAX_NAME = 100
-# An extends chain longer than the resolver's limit (kMaxDepth in core/policy/resolver.cpp) is its error.
-_MAX_CHAIN = 64
 # The compiler's, the linker's, ccache's and ninja's error lines (not Python's tracebacks).
 _ERROR_LINE = re.compile(r"\berror:|^FAILED:|undefined reference|undefined symbol", re.I)
 _ERROR_COUNT_LINE = re.compile(r"[^\n]*: \d+ errors? generated\.")  # fullmatch on the last line only
@@ -321,24 +318,23 @@ class _Request:
     @staticmethod
     def make(given: str, policy: Path, schemas: PathLike | Sequence[PathLike] | None, name: str,
              layout: _Layout) -> _Request:
-        chain = _policy_chain(policy)
+        schema_args: list[str] = []
+        if schemas is not None:  # checked first: a missing schema file is its error, whatever the policy
+            schema_args = [os.fspath(s) for s in ([schemas] if isinstance(schemas, (str, os.PathLike)) else schemas)]
+            for arg in schema_args:
+                if not Path(arg).resolve().is_file():
+                    raise FileNotFoundError(f"autocastgen.compile_policy: schema file '{shown(arg)}' not found")
+        chain = _policy_chain(layout, given)
         release = _torch_release()
+        dispatcher = ""
         if schemas is None:
-            native = _native_functions()
             namespaces = {ns for file in chain for ns in _NAMESPACE.findall(file.read_text(encoding="utf-8",
                                                                                            errors="replace"))}
             dispatcher = _dispatcher_schemas(namespaces - {"aten"})
-            schema_files = [native]
-            schema_args = [str(native)]
+            native = _native_functions()
+            schema_files, schema_args = [native], [str(native)]
         else:
-            if isinstance(schemas, (str, os.PathLike)):
-                schemas = [schemas]
-            schema_args = [os.fspath(s) for s in schemas]
-            schema_files = [Path(s).resolve() for s in schema_args]
-            for file, arg in zip(schema_files, schema_args):
-                if not file.is_file():
-                    raise FileNotFoundError(f"autocastgen.compile_policy: schema file '{shown(arg)}' not found")
-            dispatcher = ""
+            schema_files = [Path(arg).resolve() for arg in schema_args]
         inputs = {
             "format": _FORMAT,
             "name": name,
@@ -376,25 +372,24 @@ def _default_name(policy: Path) -> str:
     return f"_{name[:_MAX_NAME - 1]}" if name[0].isdigit() else name
 
 
-def _policy_chain(policy: Path) -> list[Path]:
-    """The policy and the files its ``extends:`` chain names, as far as they can be read.
+def _policy_chain(layout: _Layout, given: str) -> list[Path]:
+    """The policy and every file its ``extends:`` chain names, resolved, as the generator reads them.
 
-    For the key and for finding namespaces; the generator's input list, recorded in the entry and
-    checked at every load, is the authority on what the library was built from.
+    The CLI's own reader says which (``check --policy GIVEN --files``, run where the generator
+    runs: Note [the files a chain read] in core/policy/resolver.cpp). A chain it cannot read (a
+    missing base, a cycle, more than 64 files, a file with errors of shape) is the policy's
+    PolicyError, with the diagnostics the generator would stop with. The generator's input list,
+    recorded in the entry and checked at every load, stays the authority on what a library was
+    built from.
     """
-    chain: list[Path] = []
-    current: Path | None = policy
-    while current is not None and current not in chain and len(chain) <= _MAX_CHAIN:
-        try:
-            text = current.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            break
-        chain.append(current)
-        found = find_extends(text)
-        if found is None or not found.value or "\0" in found.value:
-            break
-        current = (current.parent / found.value).resolve()
-    return chain
+    command = [str(layout.cli), "check", "--policy", given, "--files"]
+    done = subprocess.run(command, capture_output=True)
+    if done.returncode == 1:
+        raise PolicyError(_without_error_count(done.stderr.decode("utf-8", "backslashreplace")), given)
+    if done.returncode != 0:
+        raise RuntimeError(f"autocastgen.compile_policy: {shown(shlex.join(command))} exited {done.returncode}:\n"
+                           f"{done.stderr.decode('utf-8', 'backslashreplace')}")
+    return [Path(os.fsdecode(file)).resolve() for file in done.stdout.split(b"\0")[:-1]]
 
 
 def _torch_release() -> str:

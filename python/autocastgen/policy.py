@@ -17,8 +17,6 @@ from pathlib import Path
 
 import torch
 
-from ._atomic import write_file
-from ._extends import find_extends
 from ._runtime import load_runtime
 from ._terminal import shown
 
@@ -82,22 +80,6 @@ def _is_text(source: str | os.PathLike[str]) -> bool:
     )
 
 
-def _absolute_extends(text: str, name: str = "<string>") -> str:
-    """``text`` with a relative top-level ``extends:`` made absolute against the current directory
-    (Note [reading extends: without a parser]); the new value is a YAML double-quoted scalar."""
-    found = find_extends(text)
-    if found is None or os.path.isabs(found.value):
-        return text
-    resolved = os.path.join(os.getcwd(), found.value)
-    try:
-        resolved.encode("utf-8")
-    except UnicodeEncodeError:  # a folder name that is not UTF-8: YAML text cannot name it
-        raise PolicyError(f"{shown(name)}: error: 'extends: {shown(found.value)}' is relative to the current "
-                          f"directory, whose path '{shown(os.getcwd())}' is not UTF-8: give an absolute path, or load "
-                          "the policy from a file", name) from None
-    return text[:found.start] + json.dumps(resolved) + text[found.end:]  # a JSON string is a YAML one
-
-
 def load_policy(
     path_or_yaml_text: str | os.PathLike[str],
     schemas: str | os.PathLike[str] | None = None,
@@ -116,7 +98,8 @@ def load_policy(
     on any error nothing is registered.
 
     ``extends:`` in a file is relative to that file; in YAML text, a relative ``extends:`` is
-    relative to the current working directory. Diagnostics for text name the file ``name``.
+    relative to the current working directory. Diagnostics for text name the file ``name``. The
+    text and every file of its ``extends:`` chain are read by the runtime with the CLI's reader.
 
     Args:
         path_or_yaml_text: the policy file's path, or its text.
@@ -144,12 +127,19 @@ def load_policy(
         if _is_utf8(path):
             return _load_file(ops, path, path, {})
         return _load_through_link(ops, path)
+    text = path_or_yaml_text
+    text.encode("utf-8")  # UnicodeEncodeError for a str that is not text (surrogates), as a file write gives
+    try:
+        folder = os.getcwd()
+    except OSError:  # the working directory was removed: a relative extends: is then a located error
+        folder = ""
+    if _is_utf8(folder):
+        return _load_text(ops, text, name, folder, {})
+    # The runtime's op takes text: a relative extends: is read through a link to the folder.
     with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
-        # The runtime reads files only; the text goes to a private file whose path the
-        # diagnostics then call `name`.
-        path = str(Path(directory) / "policy.yaml")
-        write_file(path, _absolute_extends(path_or_yaml_text, name))
-        return _load_file(ops, path, name, {path: name})
+        link = os.path.join(directory, "folder")
+        os.symlink(folder, link)
+        return _load_text(ops, text, name, link, {link: shown(folder)})
 
 
 def _is_utf8(text: str) -> bool:
@@ -176,9 +166,21 @@ def _load_through_link(ops, path: str) -> int:
 
 
 def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
+    # A file reached through a link: the places it registers keep `source` as its name.
+    return _policy_errors(lambda: ops.load_runtime_policy_file(path, source if renames else ""), source, renames)
+
+
+def _load_text(ops, text: str, name: str, folder: str, renames: dict[str, str]) -> int:
+    """Loads YAML text through the runtime's reader: diagnostics call it ``name``, and its own relative
+    ``extends:`` is read from ``folder`` (load_runtime_policy_text in runtime/torch/policies/runtime_policy.cpp)."""
+    return _policy_errors(lambda: ops.load_runtime_policy_text(text, name, folder), name, renames)
+
+
+def _policy_errors(load, source: str, renames: dict[str, str]) -> int:
+    """``load()``'s count; the runtime's error for a policy as a PolicyError naming ``source``, with
+    the paths in ``renames`` (a link the runtime read through) named as the user knows them."""
     try:
-        # Text is loaded through a private file: the places it registers keep `source` as its name.
-        return int(ops.load_runtime_policy_file(path, source if renames else ""))
+        return int(load())
     except RuntimeError as error:
         message = str(error)
         header = _FILE_ERROR_HEADER.match(message)

@@ -9,7 +9,11 @@ policies, concurrency and damaged cache entries):
 2. a second call in this process, and one in a new process, load it without compiling;
 3. a compiler that fails gives CompileError naming the log (with verbose=True, its output is
    shown too), and caches nothing;
-4. a bad policy gives the CLI's diagnostics; a bad name a ValueError.
+4. a bad policy gives the CLI's diagnostics; a bad name a ValueError;
+5. the cache key hashes the files of the policy's `extends:` chain as the CLI's reader reads them
+   (`check --files`, the same files as the generator's input list): a base file that changes
+   changes the key; a chain the reader refuses (a missing base, a NUL byte, more than 64 files,
+   an error in a base) is the PolicyError, located in its file, before anything is compiled.
 
 Each test process compiles one library (~15 s here). ctest sets AUTOCASTGEN_BUILD_DIR; run by
 hand, build/ is used.
@@ -161,3 +165,69 @@ def test_bad_policy_and_bad_name(files):
     assert str(error.value).startswith(f"{bad}:3:10: error: unknown op 'aten::no_such_op'"), str(error.value)
     with pytest.raises(ValueError, match="C identifier"):
         autocastgen.compile_policy(files["policy"], name="not-an-identifier")
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. The key and the extends chain (no compile: the key is computed first).
+
+
+def request(policy: Path, schemas: list[Path]):
+    from autocastgen import compile as compiling
+
+    return compiling._Request.make(str(policy), policy.resolve(), schemas, "chain", compiling._Layout.find())
+
+
+def test_the_key_hashes_the_chain_the_generator_reads(files, tmp_path):
+    (tmp_path / "sub").mkdir()
+    base = tmp_path / "base.yaml"
+    base.write_text("autocast: {device: cpu}\nlists:\n  fp32: [mm]\n")
+    mid = tmp_path / "sub" / "mid.yaml"
+    mid.write_text("extends: ../base.yaml\nlists:\n  promote: [cat]\n")
+    top = tmp_path / "top.yaml"  # extends: on its own line: the Python side once read only one-line values
+    top.write_text(f"extends:\n  sub/mid.yaml\nlists:\n  lower_precision_fp: [{NS}::scale]\n")
+    schemas = [native_functions(), files["ops"]]
+    first = request(top, schemas)
+    assert [path for path, _ in first.inputs["policy_files"]] == [str(top), str(mid), str(base)]
+    # The generator reads the same files (its input list, which each cache entry records and checks).
+    listed = tmp_path / "inputs"
+    done = subprocess.run([os.environ.get("AUTOCASTGEN_CLI") or str(BUILD / "bin" / "autocastgen"), "generate",
+                           "--target", "torch", "--policy", str(top), "--out", str(tmp_path / "out"), "--input-list",
+                           str(listed), *(arg for s in schemas for arg in ("--schemas", str(s)))],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    inputs = [Path(os.fsdecode(p)).resolve() for p in listed.read_bytes().split(b"\0")[:-1]]
+    assert [p for p in inputs if p.suffix == ".yaml" and p not in [Path(s).resolve() for s in schemas]] == [top, mid, base]
+    # A change in the base at the end of the chain is a new key; putting it back, the old one.
+    assert request(top, schemas).key == first.key
+    text = base.read_text()
+    base.write_text(text + "  # changed\n")
+    assert request(top, schemas).key != first.key
+    base.write_text(text)
+    assert request(top, schemas).key == first.key
+
+
+def test_a_chain_the_reader_refuses_is_the_policys_error(files, tmp_path):
+    schemas = [native_functions(), files["ops"]]
+    before = sorted(files["cache"].iterdir()) if files["cache"].is_dir() else []
+    top = tmp_path / "top.yaml"
+    cases = {
+        "extends: missing.yaml\n": f"{top}:1:10: error: cannot read extended policy '{tmp_path}/missing.yaml'",
+        'extends: "base.yaml\\0.yaml"\n': f"{top}:1:10: error: 'extends:' names a path holding a NUL byte",
+        "extends: bad.yaml\n": f"{tmp_path}/bad.yaml:4:1: error: invalid YAML",
+        "extends: c1.yaml\n": f"{tmp_path}/c63.yaml:1:10: error: 'extends:' chain is deeper than 64 files",
+    }
+    (tmp_path / "base.yaml").write_text("autocast: {device: cpu}\n")
+    (tmp_path / "bad.yaml").write_text("autocast: {device: cpu}\nlists: [\n\n")
+    for i in range(1, 64):
+        (tmp_path / f"c{i}.yaml").write_text(f"extends: c{i + 1}.yaml\n")
+    (tmp_path / "c64.yaml").write_text("autocast: {device: cpu}\n")
+    for text, expected in cases.items():
+        top.write_text(text)
+        with pytest.raises(autocastgen.PolicyError) as error:
+            autocastgen.compile_policy(top, schemas=schemas)
+        assert str(error.value).startswith(expected), str(error.value)
+        assert error.value.source == str(top) and "errors generated" not in str(error.value)
+    # 64 files is the limit, and all of them are hashed.
+    top.write_text("extends: c2.yaml\n")
+    assert len(request(top, schemas).inputs["policy_files"]) == 64
+    assert (sorted(files["cache"].iterdir()) if files["cache"].is_dir() else []) == before  # nothing compiled

@@ -179,7 +179,7 @@ class _Archive:
         document = self.json(graph_name, _GRAPH_BYTES)
         _check_graph(document, lambda what: self.error(f"{graph_name}: {what}"))
         try:
-            serialized = _dict_to_dataclass(schema.ExportedProgram, document)
+            serialized = _dict_to_dataclass(schema.ExportedProgram, document)  # type: ignore[no-untyped-call]
         except Exception as error:  # noqa: BLE001 - whatever the schema's reader says of a malformed graph
             raise self.error(f"{graph_name}: not a program graph of PyTorch {torch.__version__}'s schema: {_first_line(error)}") from None
         budget = _Budget(self, _memory_bytes())
@@ -205,14 +205,16 @@ class _Archive:
         if self.has(legacy):  # PyTorch before 2.8 pickled them all in one file
             if not weights:
                 raise self.error(f"{legacy}: an archive of PyTorch before 2.8, whose graph cannot be read without its weights")
-            found = self.unpickle(legacy, budget, "weights")
-            if not isinstance(found, dict):
-                raise self.error(f"{legacy}: weights are a dict; the file holds a {type(found).__name__}")
-            return found
+            legacy_payloads = self.unpickle(legacy, budget, "weights")
+            if not isinstance(legacy_payloads, dict):
+                raise self.error(f"{legacy}: weights are a dict; the file holds a {type(legacy_payloads).__name__}")
+            return legacy_payloads
         if not self.has(config_name):
             raise self.error(f"{config_name}: missing (torch.export.save writes it)")
         try:
-            config = _dict_to_dataclass(schema.PayloadConfig, self.json(config_name, _CONFIG_BYTES)).config
+            payload_config = _dict_to_dataclass(  # type: ignore[no-untyped-call]  # PyTorch's, untyped
+                schema.PayloadConfig, self.json(config_name, _CONFIG_BYTES))
+            config: dict[str, Any] = payload_config.config
         except ProgramFileError:
             raise
         except Exception as error:  # noqa: BLE001 - a malformed config, in the schema reader's words
@@ -477,6 +479,8 @@ def _check_expression(text: Any, error: Any) -> None:
 
 def _quoted_ok(constant: ast.Constant, tree: ast.AST) -> bool:
     """A string is allowed only as the name of a Symbol or the digits of a Float (srepr's forms)."""
+    if not isinstance(constant.value, str):
+        return False
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and node.args[0] is constant and isinstance(node.func, ast.Name):
             if node.func.id == "Symbol":

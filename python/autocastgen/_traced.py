@@ -36,6 +36,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _runtime
+from ._core.paths import PACKAGE
 from ._runtime import load_runtime
 
 _local = threading.local()
@@ -337,13 +338,14 @@ def _code_key() -> str:
     the fp8 route's decompositions into graphs) and the runtime library, by name, size and time of
     change. PyTorch's on-disk caches outlive an upgrade or a rebuild; a graph another version of
     autocastgen traced must not be served from them."""
-    files = sorted(Path(__file__).resolve().parent.glob("*.py"))
+    files = sorted(PACKAGE.rglob("*.py"))  # every subpackage's too
     if _runtime._loaded_from and Path(_runtime._loaded_from).is_file():
         files.append(Path(_runtime._loaded_from))
     digest = hashlib.sha256()
     for path in files:
         status = path.stat()
-        digest.update(f"{path.name}:{status.st_size}:{status.st_mtime_ns};".encode())
+        name = path.relative_to(PACKAGE).as_posix() if PACKAGE in path.parents else path.name
+        digest.update(f"{name}:{status.st_size}:{status.st_mtime_ns};".encode())
     return digest.hexdigest()[:16]
 
 

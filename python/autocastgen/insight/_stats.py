@@ -1,31 +1,11 @@
-"""Per-op autocast statistics from Python, over torch.ops.autocastgen.stats_* (docs/insight.md).
-
-    import autocastgen
-    with autocastgen.stats() as s:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            model(x)
-    print(s.ops["aten::linear"]["casts"])
-    autocastgen.insight.snapshot()      # the process-wide table at any time
-
-Counting is process-wide while any ``stats()`` block (or ``AUTOCASTGEN_STATS``) is on. Each
-thread counts into its own table; a thread's counts reach the shared table when its ``stats()``
-block ends, when it calls :func:`merge`, :func:`snapshot` or :func:`flush`, or when it ends.
-
-The non-finite watch and the range record (``AUTOCASTGEN_FINITE``, ``AUTOCASTGEN_RECORD``)::
-
-    with autocastgen.watch("raise"):          # or "warn", "record"
-        model(x)                              # RuntimeError naming the op and your line
-    with autocastgen.record("ranges.json") as r:   # casts nothing, records value ranges
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            model(x)
-    r.ops["aten::pow.Tensor_Scalar"]["ranges"]["float16_overflow"]
-"""
+"""Counting and watching: statistics blocks, the non-finite watch and record-only mode, over
+torch.ops.autocastgen.stats_* (docs/insight.md; the package's doc has the examples). Defines the
+ops the runtime calls back into Python: the user's line for the watch, log messages."""
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import sys
@@ -33,21 +13,8 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "Stats",
-    "TensorBoard",
-    "enabled",
-    "finite_mode",
-    "first_nonfinite",
-    "flush",
-    "merge",
-    "record",
-    "reset",
-    "set_finite_mode",
-    "snapshot",
-    "stats",
-    "watch",
-]
+from .. import _traced
+from .._core.paths import IMPORTED_FROM
 
 
 def _ops() -> Any:
@@ -59,7 +26,7 @@ def _ops() -> Any:
 # thread's stack. The first one outside torch and this package is the user's line.
 _SKIPPED = (
     os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
-    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    IMPORTED_FROM + os.sep,  # the whole package, its subpackages too
     "<frozen ",
 )
 
@@ -178,8 +145,6 @@ def _sum_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def _refuse_compiling(what: str) -> None:
     # The switches are process-wide state a graph cannot change; around the compiled call they work.
     if torch.compiler.is_compiling():
-        from . import _traced
-
         _traced.prepare()
         _traced.refuse(
             f"{what} inside a function torch.compile traces: switch statistics, the watch and record-only "
@@ -299,61 +264,3 @@ def watch(mode: str = "warn") -> _Watch:
     if mode not in ("off", "record", "warn", "raise"):
         raise ValueError(f"autocastgen.watch: {mode!r} is not a mode (expected 'off', 'record', 'warn' or 'raise')")
     return _Watch(mode)
-
-
-class TensorBoard:
-    """Per-step autocast figures and the GradScaler's scale as TensorBoard scalars, through the
-    user's ``torch.utils.tensorboard.SummaryWriter`` (docs/insight.md, TensorBoard)::
-
-        board = autocastgen.insight.TensorBoard(SummaryWriter("runs/fp16"))
-        for step in range(steps):
-            with autocastgen.stats() as s:
-                train_step()                      # ... scaler.step(opt); scaler.update()
-            board.log(step, stats=s, scaler=scaler)
-
-    Tags (under ``autocastgen/``): ``calls/<dtype>``, ``casts``, ``cast_bytes``, ``cache_hits``,
-    ``cache_misses``, ``nonfinite`` (outputs), ``fp8/ran``, ``fp8/fell_back`` (fp8 rules only),
-    ``float16_headroom_bits`` (the least over the step's ops, when measured), ``scaler/scale``,
-    ``scaler/skipped_steps`` (so far). A step counts as skipped when the scale went down since the
-    previous ``log``, which is how GradScaler answers an inf or NaN gradient (back-off); log every
-    step, and with ``hysteresis`` > 1 (autocastgen's GradScaler) only the step that backs off shows."""
-
-    def __init__(self, writer: Any, prefix: str = "autocastgen") -> None:
-        self.writer = writer
-        self.prefix = prefix
-        self.skipped = 0
-        self._scale: float | None = None
-
-    def log(self, step: int, stats: Stats | dict[str, Any] | None = None, scaler: Any = None) -> dict[str, float]:
-        """Writes this step's scalars and returns them (tag -> value)."""
-        values: dict[str, float] = {}
-        if stats is not None:
-            table = stats.table if isinstance(stats, Stats) else stats
-            values.update(_step_figures(table["ops"]))
-        if scaler is not None and scaler.is_enabled():
-            scale = float(scaler.get_scale())
-            if self._scale is not None and scale < self._scale:
-                self.skipped += 1
-            self._scale = scale
-            values["scaler/scale"] = scale
-            values["scaler/skipped_steps"] = float(self.skipped)
-        for tag, value in values.items():
-            self.writer.add_scalar(f"{self.prefix}/{tag}", value, step)
-        return values
-
-
-def _step_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
-    figures: dict[str, float] = {}
-    for field in ("casts", "cast_bytes", "cache_hits", "cache_misses", "nonfinite"):
-        figures[field] = float(sum(r.get(field, 0) for r in rows))
-    for row in rows:
-        for dtype, calls in row["ran_in"].items():
-            figures[f"calls/{dtype}"] = figures.get(f"calls/{dtype}", 0.0) + calls
-        if row.get("policy") == "fp8":
-            ran = sum(n for d, n in row["ran_in"].items() if d.startswith("float8"))
-            figures["fp8/ran"] = figures.get("fp8/ran", 0.0) + ran
-            figures["fp8/fell_back"] = figures.get("fp8/fell_back", 0.0) + row["calls"] - ran
-    largest = max((r["output_max_abs"] for r in rows if r.get("output_max_abs")), default=None)
-    if largest:
-        figures["float16_headroom_bits"] = math.log2(65504.0 / largest)
-    return figures

@@ -24,9 +24,9 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 
 def setup_package_path() -> None:
     """The build tree's package first on sys.path (ctest sets AUTOCASTGEN_BUILD_DIR)."""
-    if not (BUILD / "python" / "autocastgen" / "distributed.py").is_file():
+    if not (BUILD / "python" / "autocastgen" / "distributed" / "__init__.py").is_file():
         if "AUTOCASTGEN_BUILD_DIR" in os.environ:
-            raise RuntimeError(f"{BUILD} has no python/autocastgen/distributed.py: build the autocastgen_python target")
+            raise RuntimeError(f"{BUILD} has no python/autocastgen/distributed: build the autocastgen_python target")
         pytest.skip(f"{BUILD} is not built", allow_module_level=True)
     if str(BUILD / "python") not in sys.path:
         sys.path.insert(0, str(BUILD / "python"))

@@ -10,7 +10,7 @@ one process on the whole batch within one float8 rounding and the same scale, wi
 float8_e4m3fn on every rank at every step in every run. And what is not supported
 on such a model says so when it is set up: float8 all-gather (enable_float8_all_gather) together
 with tensor parallel, called before parallelize_module or after it (Note [float8 all-gather and
-tensor parallel] in python/autocastgen/_float8_all_gather.py).
+tensor parallel] in python/autocastgen/distributed/_float8_all_gather.py).
 
 The model's attention reshapes q, k and v with `view(*input_shape, -1, head_dim)` (transformers
 5.x), so with ColwiseParallel's default local outputs each rank sees num_heads / tp query heads and

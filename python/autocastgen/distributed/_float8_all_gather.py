@@ -44,7 +44,7 @@ policy). So the combination is refused when the model is set up, whichever is ca
   all-gather, the parameter FSDP2 unshards is not the whole weight the shard was made from.
 Without enable_float8_all_gather such a model trains (tests/distributed/test_dist_fp8_llama_2d.py):
 FSDP2 all-gathers float32 and the fp8 policy quantises each tensor-parallel shard with the whole
-weight's scale (Note [fp8 ops under DTensor] in distributed.py).
+weight's scale (Note [fp8 ops under DTensor] in _dtensor.py).
 """
 
 from __future__ import annotations

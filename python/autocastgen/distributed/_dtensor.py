@@ -1,12 +1,5 @@
-"""autocastgen under torch.distributed: DTensor rules for the scaler op and the fp8 ops.
-
-``register_dtensor_ops()`` teaches DTensor how to run ``torch.ops.autocastgen.non_finite_check_and_unscale_``
-on DTensor gradients (FSDP2, tensor parallel) and the fp8 ops on tensor-parallel shards
-(``fp8_layout_support``, ``fp8_quantize``, ``fp8_quantize_weight``: Note [fp8 under tensor parallel]
-in runtime/torch/fp8/gemm.cpp). ``autocastgen.GradScaler`` calls it the first time it sees a DTensor,
-and the package calls it on import when ``torch.distributed.tensor`` is loaded already; otherwise
-call it once after importing ``torch.distributed.tensor``. See docs/distributed.md.
-"""
+"""DTensor rules for the scaler op and the fp8 ops (the package's doc says when they are
+registered): ``register_dtensor_ops`` and ``is_dtensor``."""
 
 from __future__ import annotations
 
@@ -15,10 +8,6 @@ import threading
 from typing import Any
 
 import torch
-
-from ._float8_all_gather import enable_float8_all_gather, precompute_float8_scales
-
-__all__ = ["enable_float8_all_gather", "is_dtensor", "precompute_float8_scales", "register_dtensor_ops"]
 
 _lock = threading.Lock()
 _registered = False

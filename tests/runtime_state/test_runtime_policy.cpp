@@ -237,6 +237,34 @@ TEST_F(RuntimePolicy, LoadsAPolicyFile) {
   std::filesystem::remove_all(dir);
 }
 
+// Policy text: named as given, its own relative `extends:` read from the folder given with it.
+TEST_F(RuntimePolicy, LoadsPolicyTextWithItsBaseFolder) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "autocastgen_runtime_policy_text_test";
+  std::filesystem::create_directories(dir / "bases");
+  std::ofstream(dir / "bases" / "base.yaml") << "autocast:\n  device: cpu\nlists:\n  fp32: [acg_cpp_test::probe_list]\n";
+  std::ofstream(dir / "bases" / "bad.yaml") << "autocast:\n  device: cpu\nlists:\n  fp32: [acg_cpp_test::nope]\n";
+  const std::string text = "extends: base.yaml\nlists:\n  lower_precision_fp: [acg_cpp_test::probe]\n";
+  EXPECT_EQ(autocastgen::load_runtime_policy_text(text, "my policy", (dir / "bases").string()), 2u);
+  {
+    const AutocastScope scope(at::kCPU);
+    EXPECT_EQ(call_probe(x, y), (std::vector{at::kBFloat16, at::kBFloat16}));
+  }
+  autocastgen::clear_runtime_policies();
+  // An error in the text is located in it by its name; one in a base, in the base's file.
+  std::string error = error_of([&] {
+    (void)autocastgen::load_runtime_policy_text("extends: base.yaml\nlists:\n  fp32: [acg_cpp_test::nope]\n", "my policy",
+                                                (dir / "bases").string());
+  });
+  EXPECT_NE(error.find("\nmy policy:3:10: error: unknown op 'acg_cpp_test::nope'"), std::string::npos) << error;
+  error = error_of([&] { (void)autocastgen::load_runtime_policy_text("extends: bad.yaml\n", "my policy", (dir / "bases").string()); });
+  EXPECT_NE(error.find("\n" + (dir / "bases" / "bad.yaml").string() + ":4:10: error: unknown op 'acg_cpp_test::nope'"),
+            std::string::npos) << error;
+  error = error_of([&] { (void)autocastgen::load_runtime_policy_text("extends: base.yaml\n", "two\nlines", dir.string()); });
+  EXPECT_NE(error.find("the name must be one line"), std::string::npos) << error;
+  EXPECT_FALSE(has_kernel("acg_cpp_test::probe", "", c10::DispatchKey::AutocastCPU)) << "bad text registers nothing";
+  std::filesystem::remove_all(dir);
+}
+
 // Warnings raised while it lives (TORCH_WARN), instead of printing them.
 class CapturedWarnings : public c10::WarningHandler {
  public:

@@ -12,7 +12,7 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -176,7 +176,7 @@ def _load_text(ops, text: str, name: str, folder: str, renames: dict[str, str]) 
     return _policy_errors(lambda: ops.load_runtime_policy_text(text, name, folder), name, renames)
 
 
-def _policy_errors(load, source: str, renames: dict[str, str]) -> int:
+def _policy_errors(load: Callable[[], int], source: str, renames: dict[str, str]) -> int:
     """``load()``'s count; the runtime's error for a policy as a PolicyError naming ``source``, with
     the paths in ``renames`` (a link the runtime read through) named as the user knows them."""
     try:

@@ -183,7 +183,7 @@ def equal_share(out: torch.Tensor, reference: torch.Tensor) -> float:
 def activation_casts(program: torch.export.ExportedProgram) -> int:
     """The program's casts of values computed from the inputs (weights' casts are folded into the
     ONNX graph's initializers, so only these become Cast nodes), with export's guard scope inlined."""
-    from autocastgen._export_program import unguarded
+    from autocastgen._export.program import unguarded
 
     program = unguarded(program)
     constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers,

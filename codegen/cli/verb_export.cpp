@@ -2,7 +2,7 @@
 // policy baked into a saved float32 torch.export program; `autocastgen precision-map PROGRAM.pt2
 // [--by module|op] [--format text|json]`: what each op of a saved program runs in and the casts into
 // it (docs/export.md). Both need PyTorch to read the program and, for apply, autocastgen's kernels
-// to trace it, so they run the package beside the CLI (autocastgen/_export_cli.py), as advise does
+// to trace it, so they run the package beside the CLI (autocastgen/_export/, its __main__.py), as advise does
 // (Note [advise runs the package] in verb_advise.cpp).
 #include <memory>
 #include <string>
@@ -31,13 +31,13 @@ struct MapOptions {
   std::string format = "text";
 };
 
-// Note [a program file is data] (python/autocastgen/_program_file.py): without this flag a program
+// Note [a program file is data] (python/autocastgen/_export/program_file.py): without this flag a program
 // is read as data, and a part only pickle could read is refused.
 constexpr const char* kTrustHelp =
     "Read the program with PyTorch's own loader, pickle included: only for a file you trust as code (docs/security.md#program-files)";
 
 int run_export_cli(std::vector<std::string> args) {
-  return run_own_python_module("_export_cli", "autocastgen._export_cli", args);
+  return run_own_python_module("_export/__main__", "autocastgen._export", args);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from . import _deploy_fp8
-from ._export_program import recorded
+from ._export.program import recorded
 from ._deploy_program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
 
 NO_KERNEL_CHOICES = ("float32", "keep", "error")
@@ -177,7 +177,7 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
     registration = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = registration.level
     registration.setLevel(logging.ERROR)
-    # Under no_grad as run_decompositions traces (Note [views of any layout] in _export_program.py):
+    # Under no_grad as run_decompositions traces (Note [views of any layout] in _export/program.py):
     # torch.onnx decomposes under no_grad and then propagates types with gradients on, where sdpa's
     # CPU kernel lays its output out otherwise and a view it made fails (T5).
     with autocast_off(program), torch.no_grad():
@@ -223,7 +223,7 @@ def _session_refuses(result: OnnxExport) -> str | None:
 
 
 def _stamp(model: Any, program: torch.export.ExportedProgram) -> None:
-    """The program's record (Note [the program's record] in _export.py: what decided the casts, its
+    """The program's record (Note [the program's record] in _export/bake.py: what decided the casts, its
     digest, the dtype) as the model's metadata_props, keys prefixed `pkg.autocastgen.`, values JSON
     where they are not text."""
     entry = recorded(program)

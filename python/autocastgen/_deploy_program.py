@@ -10,8 +10,8 @@ from typing import Any
 
 import torch
 
-from ._export_program import is_guard, unguarded
-from ._program_file import load_program
+from ._export.program import is_guard, unguarded
+from ._export.program_file import load_program
 
 # A deployed program holds no op of ours (Note [fp8 in a deployed program]).
 _OUR_NAMESPACE = "autocastgen"
@@ -43,7 +43,7 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
         if node.op != "call_function":
             continue
         if node.target is torch.ops.higher_order.wrap_with_autocast:
-            # Note [the guard] in _export_program.py: autocastgen.export's scope switches autocast off;
+            # Note [the guard] in _export/program.py: autocastgen.export's scope switches autocast off;
             # any other scope's casts are decided only when it is decomposed.
             if is_guard(node):
                 guard = True

@@ -40,7 +40,7 @@ def program(scaling: str, granularity: str) -> tuple:
 
 def test_fp8_onnx_as_quantize_and_dequantize_linear_runs_as_eager() -> None:
     x, refs, baked = program("current", "tensorwise")
-    nodes = list(autocastgen._export_program.unguarded(baked).graph.nodes)
+    nodes = list(autocastgen._export.program.unguarded(baked).graph.nodes)
     assert sum(n.target is torch.ops.aten._scaled_mm.default for n in nodes) == 2
     assert not any(getattr(n.target, "namespace", None) == "autocastgen" for n in nodes)
     export = autocastgen.export_onnx(baked)
@@ -90,7 +90,7 @@ def test_the_opaque_route_exports_pytorch_ops_too(monkeypatch: pytest.MonkeyPatc
     model, x = ds.fp8_model()
     policy = ds.FP8_POLICY % ("current", "tensorwise")
     baked = ds.baked_program(model, (x,), dtype=torch.bfloat16, policy=policy)
-    nodes = autocastgen._export_program.unguarded(baked).graph.nodes
+    nodes = autocastgen._export.program.unguarded(baked).graph.nodes
     assert not any(getattr(n.target, "namespace", None) == "autocastgen" for n in nodes)
     (out,) = autocastgen.export_onnx(baked).run(x)
     assert torch.equal(out.float(), ds.references(model, x, torch.bfloat16, policy)["eager"])

@@ -23,7 +23,8 @@ autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
-from autocastgen import _export_program, _onnx_kernels, _onnx_pass  # noqa: E402
+from autocastgen import _onnx_kernels, _onnx_pass  # noqa: E402
+from autocastgen._export import program as _export_program  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 

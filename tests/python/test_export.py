@@ -378,7 +378,7 @@ def test_the_cli_applies_a_policy_and_shows_a_programs_precision_map(tmp_path: p
 def test_the_precision_map_shows_names_from_the_program_escaped() -> None:
     # Module paths, op names and the policies' names come from a saved program anyone may have
     # made: every code point 0-255, a right-to-left override and a line separator, shown escaped.
-    from autocastgen._export_map import format_text
+    from autocastgen._export.mapping import format_text
 
     hostile = "".join(map(chr, range(256))) + "\u202e\u2028"
     row = {"module": hostile, "op": hostile, "calls": 1, "ran_in": {hostile: 1}, "casts_in": {}}
@@ -393,16 +393,16 @@ def test_the_precision_map_shows_names_from_the_program_escaped() -> None:
 
 
 def test_the_cli_verb_refuses_a_bad_policy_and_writes_nothing(tmp_path: pathlib.Path, capsys) -> None:
-    # What the verb runs (autocastgen/_export_cli.py), in this process: a third CLI process would
+    # What the verb runs (autocastgen/_export/cli.py), in this process: a third CLI process would
     # spend its seconds importing torch.
-    from autocastgen import _export_cli
+    from autocastgen._export import cli as export_cli
 
     model, x = model_and_input("mlp")
     torch.export.save(torch.export.export(model, (x,)), tmp_path / "f32.pt2")
     (tmp_path / "bad.yaml").write_text("autocast: {device: cpu}\nlists:\n  fp32: [linearr]\n")
-    status = _export_cli.main(["apply", str(tmp_path / "f32.pt2"), "--policy", str(tmp_path / "bad.yaml"),
+    status = export_cli.main(["apply", str(tmp_path / "f32.pt2"), "--policy", str(tmp_path / "bad.yaml"),
                                "--dtype", "float16", "-o", str(tmp_path / "out.pt2")])
     assert status == 1 and "bad.yaml:3:10: error: unknown op 'linearr'" in capsys.readouterr().err
     assert not (tmp_path / "out.pt2").exists() and not list(tmp_path.glob(".out.pt2*"))
-    status = _export_cli.main(["precision-map", str(tmp_path / "missing.pt2")])
+    status = export_cli.main(["precision-map", str(tmp_path / "missing.pt2")])
     assert status == 1 and "autocastgen: error: " in capsys.readouterr().err

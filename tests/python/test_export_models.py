@@ -3,7 +3,7 @@ and T5 (encoder-decoder) built small from configs, a conv/BatchNorm net, nn.Tran
 and an LSTM; float16 and bfloat16; the shipped CPU policy as runtime policies and as the build's
 generated library (compiled), each with a `modules:` section putting one module in float32. Every
 program equals eager under the same policy bit for bit, in this process with gradients on and under
-no_grad (Note [views of any layout] in _export_program.py), and after save and load in a process
+no_grad (Note [views of any layout] in _export/program.py), and after save and load in a process
 without autocastgen, run there inside torch.autocast too; its record names what decided the casts
 (the shipped policy's file, or the generated library and no runtime policy of the shipped lists),
 and its precision map shows the section in float32 and the rest in the lower-precision dtype.

@@ -1,5 +1,5 @@
 """A program file is data (docs/security.md#program-files, Note [a program file is data] in
-autocastgen/_program_file.py): every reader of a saved program in autocastgen runs no code from it
+autocastgen/_export/program_file.py): every reader of a saved program in autocastgen runs no code from it
 and reads no more than the program declares; a benign program reads as torch.export.load reads it.
 
 Each hostile file is first shown to run its payload through PyTorch's own loader (so the payload
@@ -29,7 +29,8 @@ CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastge
 require_built(BUILD, "python/autocastgen/__init__.py", "bin/autocastgen")
 
 import autocastgen  # noqa: E402
-from autocastgen import ProgramFileError, _export_cli  # noqa: E402
+from autocastgen import ProgramFileError  # noqa: E402
+from autocastgen._export import cli as export_cli  # noqa: E402
 from export_checks import ISSUE_POLICY  # noqa: E402
 from hostile_programs import corrupt_weights, malformed_edits, payload_edits, rewrite, zip_bomb  # noqa: E402
 
@@ -71,7 +72,7 @@ def readers(tmp: pathlib.Path) -> dict[str, Callable[[pathlib.Path], object]]:
         def run(path: pathlib.Path) -> object:
             args = {"apply": ["apply", str(path), "--dtype", "bfloat16", "-o", str(tmp / "out.pt2")],
                     "precision-map": ["precision-map", str(path), "--format", "json"]}[verb]
-            status = _export_cli.main(args)
+            status = export_cli.main(args)
             if status:
                 raise ProgramFileError(str(path), "the CLI refused it")
             return status
@@ -141,7 +142,7 @@ def test_a_malformed_graph_gets_a_located_error(case: str, benign: pathlib.Path,
     edit, message = malformed_edits()[case]
     broken = rewrite(benign, tmp_path / "broken.pt2", edit)
     for verb in (["precision-map", str(broken)], ["apply", str(broken), "--dtype", "float16", "-o", str(tmp_path / "o.pt2")]):
-        assert _export_cli.main(verb) == 1
+        assert export_cli.main(verb) == 1
         err = capsys.readouterr().err
         assert re.fullmatch(f"autocastgen: error: {re.escape(str(broken))}: {message}.*\n", err), err
     with pytest.raises(ProgramFileError, match=message):
@@ -178,7 +179,7 @@ def test_trust_is_asked_for_and_then_given(benign: pathlib.Path, tmp_path: pathl
     # (here its payload runs: that is what trusting a file means).
     marker = tmp_path / "MARKER"
     hostile = rewrite(benign, tmp_path / "needs-pickle.pt2", payload_edits(marker)["a use_pickle weight"])
-    assert _export_cli.main(["apply", str(hostile), "--dtype", "float16", "-o", str(tmp_path / "o.pt2")]) == 1
+    assert export_cli.main(["apply", str(hostile), "--dtype", "float16", "-o", str(tmp_path / "o.pt2")]) == 1
     assert "--trust-program" in capsys.readouterr().err and not marker.exists()
     with pytest.raises(Exception):  # noqa: B017, PT011 - the payload is no tensor; PyTorch fails after running it
         autocastgen.load_program(hostile, trusted=True)
@@ -204,7 +205,7 @@ def test_a_zip_bomb_is_mapped_unread_and_refused_unread(bomb: pathlib.Path, beni
     # 4 GiB of zeros deflated to a few MB, declared as a 16x8 float32 weight (512 bytes).
     assert bomb.stat().st_size < 8 << 20
     assert autocastgen.precision_map(bomb) == autocastgen.precision_map(benign)
-    assert _export_cli.main(["apply", str(bomb), "--dtype", "bfloat16", "-o", str(tmp_path / "o.pt2")]) == 1
+    assert export_cli.main(["apply", str(bomb), "--dtype", "bfloat16", "-o", str(tmp_path / "o.pt2")]) == 1
     err = capsys.readouterr().err
     assert re.fullmatch(f"autocastgen: error: {re.escape(str(bomb))}: data/weights/weight_0: stores 4294967296 bytes "
                         "where its tensors' declared shapes span 512; refused before decompressing\n", err), err

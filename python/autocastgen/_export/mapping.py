@@ -3,7 +3,7 @@ per module and per op (``autocastgen precision-map PROGRAM.pt2``, docs/export.md
 
 It reads the graph alone (the dtypes torch.export recorded for every value, the modules each node
 ran in), so it works for any exported program, ours or not; the policy's record (Note [the
-program's record] in _export.py) adds what decided the casts and the weights stored in lower
+program's record] in bake.py) adds what decided the casts and the weights stored in lower
 precision.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from ._export_program import graph_modules, recorded
-from ._terminal import shown
+from .._terminal import shown
+from .program import graph_modules, recorded
 
 _CAST = torch.ops.aten._to_copy.default
 

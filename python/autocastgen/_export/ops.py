@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ._export_places import Frames
+from .places import Frames
 
 _CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 

@@ -11,7 +11,7 @@ whose modules differ from the previous node's: it leaves the frames the node is 
 the others, as the hooks would, so the drivers the node reaches decide by its place. A value that
 flows into a module call from outside it (a user input or an op's result, not a parameter) goes
 through :meth:`Frames.module_input` first, which casts it to float32 when that module's section is
-``fp32`` (Note [the fp32 section's inputs] in places.py: attach's pre-hook does the same to the
+``fp32`` (Note [the fp32 section's inputs] in autocastgen/places.py: attach's pre-hook does the same to the
 module's tensor arguments). Those calls are Python functions, not ops: the trace runs them and
 records only what they call on tensors. They are removed when the re-trace ends.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ._runtime import load_runtime
+from .._runtime import load_runtime
 
 Stack = tuple[tuple[str, str], ...]  # (module call key, module path), outermost first
 _ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default
@@ -55,7 +55,7 @@ class Frames:
         self.device = device
         self.entered: list[tuple[str, int]] = []  # (module call key, depth below its frame)
         self.sections: dict[str, str] = {}  # module call key -> its section while entered
-        self.autocast_on = True  # whether the graph being run runs under autocast (_export_ops.py)
+        self.autocast_on = True  # whether the graph being run runs under autocast (ops.py)
 
     def enter(self, *stack: tuple[str, str]) -> None:
         self.autocast_on = torch.is_autocast_enabled(self.device)

@@ -10,10 +10,10 @@ decides, and no casts. That graph is then traced again with ``run_decompositions
 ``torch.autocast`` and ``autocastgen.autocast`` with the policy in force: each op reaches the
 autocast kernels as in eager, and the casts they make are recorded as ``aten._to_copy`` nodes. The
 ops autocast decides at themselves stay whole, the others are decomposed as eager's dispatcher
-decomposes them (Note [which ops a program keeps] in _export_ops.py); precision by place comes from
-each node's module metadata (Note [places in an exported graph] in _export_places.py). The result
+decomposes them (Note [which ops a program keeps] in ops.py); precision by place comes from
+each node's module metadata (Note [places in an exported graph] in places.py). The result
 holds aten ops and explicit casts; then weights are stored once in the dtype every use casts them
-to, the body is put in the guard (Note [the guard] in _export_program.py), and the policy's record
+to, the body is put in the guard (Note [the guard] in program.py), and the policy's record
 in the metadata. apply_policy runs the second step on a program someone else exported.
 
 Note [the program's record]
@@ -34,14 +34,16 @@ from typing import Any
 
 import torch
 
-from . import _export_ops, _export_program, _traced
-from ._export_places import places_in
-from ._export_program import ExportError
-from ._program_file import load_program
-from ._runtime import load_runtime
-from .places import attach
-from .policy import load_policy
-from .state import autocast as own_autocast
+from .. import _traced
+from .._runtime import load_runtime
+from ..places import attach
+from ..policy import load_policy
+from ..state import autocast as own_autocast
+from .mapping import precision_map as _mapped
+from .ops import autocast_key, decompositions
+from .places import places_in
+from .program import ExportError, drop_insight_ops, guarded, record, recorded, refuse_leftovers, store_weights_once
+from .program_file import load_program
 
 __all__ = ["ExportError", "apply_policy", "export", "precision_map"]
 
@@ -83,7 +85,7 @@ def _policy_for_this_export(policy: str | os.PathLike[str] | None) -> Iterator[N
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Our warning about scopes around torch.export (Note [torch.export under our scopes] in
-    _traced.py) is not for the traces autocastgen.export makes itself."""
+    _core/traced.py) is not for the traces autocastgen.export makes itself."""
     before = getattr(_traced.exporting_quietly, "on", False)
     _traced.exporting_quietly.on = True
     try:
@@ -169,12 +171,12 @@ def _bake(program: torch.export.ExportedProgram, device: str, dtype: torch.dtype
         frames = stack.enter_context(places_in(program, device))
         stack.enter_context(torch.autocast(device, dtype=dtype))
         stack.enter_context(own_autocast(device, dtype=dtype))
-        baked = program.run_decompositions(_export_ops.decompositions(frames))
-    _export_program.drop_insight_ops(baked)
-    _export_program.refuse_leftovers(baked)
-    baked, stored = _export_program.store_weights_once(baked)
-    baked = _export_program.guarded(baked, device)
-    _export_program.record(baked, _record_entry(device, dtype, stored))
+        baked = program.run_decompositions(decompositions(frames))
+    drop_insight_ops(baked)
+    refuse_leftovers(baked)
+    baked, stored = store_weights_once(baked)
+    baked = guarded(baked, device)
+    record(baked, _record_entry(device, dtype, stored))
     return baked
 
 
@@ -208,7 +210,7 @@ def export(
         PolicyError: ``policy`` has errors.
     """
     device, dtype = _target(device, dtype)
-    _export_ops.autocast_key(device)
+    autocast_key(device)
     _refuse_unsupported()
     # Non-strict unless asked: the policy's scope is eager Python around the trace, which Dynamo's
     # strict trace (torch.export's default before PyTorch 2.8) takes in only where it knows the scope.
@@ -239,11 +241,11 @@ def apply_policy(
         ProgramFileError: a program file refused as it stands (Note [a program file is data]).
     """
     device, dtype = _target(device, dtype)
-    _export_ops.autocast_key(device)
+    autocast_key(device)
     _refuse_unsupported()
     if not isinstance(exported_program, torch.export.ExportedProgram):
         exported_program = load_program(exported_program, trusted=trusted)
-    entry = _export_program.recorded(exported_program)
+    entry = recorded(exported_program)
     if entry is not None:
         raise ExportError(f"autocastgen.apply_policy: the program already carries a policy ({', '.join(entry['policies'])}, "
                           f"{entry['device']} {entry['dtype']}); apply a policy to its float32 program instead")
@@ -258,8 +260,6 @@ def precision_map(program: torch.export.ExportedProgram | str | os.PathLike[str]
     "casts_in"}, ...], "casts": N}``, one row per module and op (``autocastgen precision-map``).
     A file is read as data and its weights not at all (``trusted=True``: with PyTorch's own loader,
     pickle included; docs/security.md)."""
-    from ._export_map import precision_map as mapped
-
     if not isinstance(program, torch.export.ExportedProgram):
         program = load_program(program, trusted=trusted, weights=False)
-    return mapped(program)
+    return _mapped(program)

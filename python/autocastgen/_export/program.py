@@ -7,7 +7,7 @@ Note [views of any layout]
 choice: an inference graph) and decomposes the model's ``reshape`` and ``contiguous`` calls by the
 strides it saw: a ``reshape`` the strides allow becomes ``aten.view``, ``contiguous()`` of a
 contiguous tensor disappears. An op the program keeps whole (Note [which ops a program keeps] in
-_export_ops.py) chooses its kernel again each time the program runs, and that kernel can lay its
+ops.py) chooses its kernel again each time the program runs, and that kernel can lay its
 result out otherwise than the trace's: ``scaled_dot_product_attention`` on the CPU runs the flash
 kernel (its result laid out batch, sequence, heads, dim) under no_grad, and the math kernel
 (contiguous) where grad mode is on and an input requires grad (T5's position bias, made from a
@@ -209,7 +209,7 @@ def unguarded(program: torch.export.ExportedProgram) -> torch.export.ExportedPro
 
 
 def record(program: torch.export.ExportedProgram, entry: dict[str, Any]) -> None:
-    """The policy's record (Note [the program's record] in _export.py) into the program's metadata."""
+    """The policy's record (Note [the program's record] in bake.py) into the program's metadata."""
     custom = dict(program.graph_module.meta.get("custom") or {})
     custom[METADATA_KEY] = entry
     program.graph_module.meta["custom"] = custom

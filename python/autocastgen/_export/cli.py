@@ -5,7 +5,7 @@
 
 ``apply`` is ``autocastgen.apply_policy`` on a saved float32 program; ``precision-map`` prints
 ``precision_map`` of a saved program (docs/export.md). Both read the program as data (Note [a
-program file is data] in _program_file.py) unless ``--trust-program`` says the file is trusted.
+program file is data] in program_file.py) unless ``--trust-program`` says the file is trusted.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ._program_file import load_program
-from ._terminal import shown
+from .._terminal import shown
+from ..policy import PolicyError
+from .bake import apply_policy
+from .mapping import by_op, format_text, precision_map
+from .program_file import load_program
 
 
 def _apply(args: argparse.Namespace) -> int:
     import torch
 
-    import autocastgen
-
     program = load_program(args.program, trusted=args.trust_program)
-    baked = autocastgen.apply_policy(program, device=args.device, dtype=args.dtype, policy=args.policy)
+    baked = apply_policy(program, device=args.device, dtype=args.dtype, policy=args.policy)
     output = Path(args.output)
     # Written beside the output and renamed over it: nothing half-written on any failure.
     handle, partial = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".pt2", dir=output.parent)
@@ -46,8 +47,6 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _map(args: argparse.Namespace) -> int:
-    from ._export_map import by_op, format_text, precision_map
-
     mapped = precision_map(load_program(args.program, trusted=args.trust_program, weights=False))
     if args.format == "json":
         rows = mapped["rows"] if args.by == "module" else by_op(mapped["rows"])
@@ -76,13 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _apply(args) if args.verb == "apply" else _map(args)
     except Exception as error:  # noqa: BLE001 - the CLI's contract: a message and a non-zero exit
-        from .policy import PolicyError
-
         # A policy's diagnostics are already shown escaped, over several lines (source, caret).
         text = str(error) if isinstance(error, PolicyError) else f"autocastgen: error: {shown(str(error))}"
         print(text, file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,7 +27,7 @@ def import_autocastgen() -> ModuleType:
     """The build's autocastgen package, with onnx, onnxscript and onnxruntime (scripts/requirements.txt);
     the test module is skipped where the build or they are missing, an error where ctest runs it
     (built_tree.py; requires.py: with the pinned PyTorch, which scripts/setup installs them beside)."""
-    require_built(BUILD, "python/autocastgen/deploy.py")
+    require_built(BUILD, "python/autocastgen/deploy/__init__.py")
     for package in ("onnx", "onnxscript", "onnxruntime"):
         requires.module(package)
     import autocastgen
@@ -278,8 +278,8 @@ def wasted_casts(model: object) -> list[str]:
     which has no float16 kernel there). On a runtime without low-precision kernels each Cast is a
     pass over memory."""
     import onnx
-    from autocastgen._onnx_kernels import KernelTable
-    from autocastgen._onnx_pass import LOW_PRECISION, SELECTING
+    from autocastgen.deploy._onnx.kernels import KernelTable
+    from autocastgen.deploy._onnx.passes import LOW_PRECISION, SELECTING
 
     kernels = KernelTable("CPUExecutionProvider").kernels
 

@@ -1,4 +1,4 @@
-"""fp8 policies deployed (Note [fp8 in a deployed program] in python/autocastgen/_deploy_fp8.py): a
+"""fp8 policies deployed (Note [fp8 in a deployed program] in python/autocastgen/deploy/_fp8.py): a
 program autocastgen.export baked with fp8 GEMMs as PyTorch's ops, as ONNX FP8 QuantizeLinear /
 DequantizeLinear that ONNX Runtime runs as eager ran, and the paths that cannot be deployed refused
 with what to do. (AOTInductor with PyTorch's _scaled_mm: the "fp8" case of test_deploy_aoti.py.)

@@ -23,10 +23,19 @@ autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
-from autocastgen import _onnx_kernels, _onnx_pass  # noqa: E402
 from autocastgen._export import program as _export_program  # noqa: E402
+from autocastgen.deploy._onnx import elem_types  # noqa: E402
+from autocastgen.deploy._onnx import kernels as onnx_kernels  # noqa: E402
+from autocastgen.deploy._onnx import passes as onnx_pass  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def test_the_element_types_are_onnxs() -> None:
+    # The export's sets of types are made before onnx is imported (Note [optional packages]).
+    names = [name for name in vars(elem_types) if name.isupper()]
+    assert len(names) == 13 and {name: getattr(elem_types, name) for name in names} == \
+        {name: getattr(onnx.TensorProto, name) for name in names}
 
 
 @functools.cache
@@ -75,7 +84,7 @@ def test_mixed_layernorm_operands_computed_in_float32() -> None:
     _, _, _, _, export = case("mlp", "bfloat16", "baked")
     assert [(n.op, n.dtypes, n.module) for n in export.mixed] == [
         ("LayerNormalization", ("bfloat16", "float"), "norm")]
-    graph = _onnx_pass.Graph(export.model)
+    graph = onnx_pass.Graph(export.model)
     (norm,) = [n for n in graph.nodes if n.op_type == "LayerNormalization"]
     assert [graph.types[name] for name in norm.input] == [onnx.TensorProto.FLOAT] * 3
     (after,) = [n for n in graph.nodes if norm.output[0] in n.input]
@@ -89,19 +98,19 @@ def test_module_paths_and_rewrites_in_node_metadata() -> None:
     props = [{p.key: p.value for p in n.metadata_props} for n in export.model.graph.node]
     by_module = {}
     for node, meta in zip(export.model.graph.node, props):
-        by_module.setdefault(meta.get(_onnx_pass.MODULE_KEY), set()).add(node.op_type)
+        by_module.setdefault(meta.get(onnx_pass.MODULE_KEY), set()).add(node.op_type)
     assert {"", "norm", "qkv", "proj", "mlp.fc1", "mlp.act", "mlp.fc2"} <= set(by_module)
     assert "Gelu" in by_module["mlp.act"] and "MatMul" in by_module["qkv"]
     # q @ k and attention @ v are the block's own MatMuls, in bfloat16 (PyTorch's list), run in
     # float32 with a rounding; the linear layers' are float32 (the policy): metadata tells them apart.
-    rewritten = {(n.op_type, meta[_onnx_pass.MODULE_KEY]) for n, meta in zip(export.model.graph.node, props)
-                 if meta.get(_onnx_pass.REWRITE_KEY) == "run in float32"}
+    rewritten = {(n.op_type, meta[onnx_pass.MODULE_KEY]) for n, meta in zip(export.model.graph.node, props)
+                 if meta.get(onnx_pass.REWRITE_KEY) == "run in float32"}
     assert ("MatMul", "") in rewritten and ("Gelu", "mlp.act") in rewritten
     assert not {m for op, m in rewritten if op == "MatMul"} - {""}
     assert {str(n) for n in export.no_kernel} >= {"Gelu 'node_gelu' (bfloat16) in 'mlp.act'"}
     casts = [meta for n, meta in zip(export.model.graph.node, props) if n.op_type == "Cast"
-             and meta.get(_onnx_pass.REWRITE_KEY, "").startswith("rounds")]
-    assert casts and all(_onnx_pass.MODULE_KEY in meta for meta in casts)
+             and meta.get(onnx_pass.REWRITE_KEY, "").startswith("rounds")]
+    assert casts and all(onnx_pass.MODULE_KEY in meta for meta in casts)
 
 
 def test_a_rounding_between_two_float32_nodes_survives_onnxruntime() -> None:
@@ -149,8 +158,8 @@ def test_an_input_cast_up_reuses_the_programs_cast_of_that_value() -> None:
         [onnx.helper.make_tensor_value_info("x", half, [5])],
         [onnx.helper.make_tensor_value_info("root", half, [5]), onnx.helper.make_tensor_value_info("twice", float32, [5])]),
         opset_imports=[onnx.helper.make_opsetid("", 20)])
-    graph = _onnx_pass.Graph(model)
-    _onnx_pass.run_in_float32(graph, [n for n in graph.nodes if n.name == "sqrt"])
+    graph = onnx_pass.Graph(model)
+    onnx_pass.run_in_float32(graph, [n for n in graph.nodes if n.name == "sqrt"])
     graph.commit()
     onnx.checker.check_model(model, full_check=True)  # the moved Cast keeps the graph in order
     assert [n.name for n in model.graph.node if n.op_type == "Cast" and n.input[0] == "x"] == ["programs_cast"]
@@ -223,10 +232,10 @@ def test_a_module_is_baked_by_autocastgen_export_and_its_record_kept() -> None:
 
 
 def test_the_kernel_table_is_onnxruntimes() -> None:
-    table = _onnx_kernels.KernelTable("CPUExecutionProvider")
+    table = onnx_kernels.KernelTable("CPUExecutionProvider")
     model = onnx.helper.make_model(onnx.helper.make_graph([], "g", [], []),
                                    opset_imports=[onnx.helper.make_opsetid("", 20)])
-    graph = _onnx_pass.Graph(model)
+    graph = onnx_pass.Graph(model)
 
     def has(op: str, types: dict[str, int]) -> bool:
         node = onnx.helper.make_node(op, [], [])
@@ -237,7 +246,7 @@ def test_the_kernel_table_is_onnxruntimes() -> None:
     assert not has("MatMul", {"T": onnx.TensorProto.BFLOAT16})
     assert has("LayerNormalization", {"T": onnx.TensorProto.BFLOAT16, "U": onnx.TensorProto.FLOAT})
     with pytest.raises(ValueError, match="no kernels for the execution provider 'NoSuchExecutionProvider'"):
-        _onnx_kernels.KernelTable("NoSuchExecutionProvider")
+        onnx_kernels.KernelTable("NoSuchExecutionProvider")
 
 
 def test_the_callers_program_is_left_as_it_was() -> None:
@@ -263,15 +272,16 @@ class Attention(torch.nn.Module):
 def test_fused_attention_as_eagers_kernel_computes_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # Note [attention in low precision]: against PyTorch's translation run in float32 with one
     # rounding, a tenth of the differing outputs.
-    from autocastgen import _onnx_fp8, _onnx_translations
+    from autocastgen.deploy._onnx import fp8 as onnx_fp8
+    from autocastgen.deploy._onnx import translations as onnx_translations
 
     torch.manual_seed(0)
     model, x = Attention().eval(), torch.randn(2, 16, 32)
     refs = ds.references(model, x, torch.bfloat16)
     program = ds.baked_program(model, (x,), dtype=torch.bfloat16)
     (ours,) = autocastgen.export_onnx(program).run(x)
-    monkeypatch.setattr(_onnx_translations, "translations",
-                        lambda: {torch.ops.aten._scaled_mm.default: _onnx_fp8.scaled_mm_to_onnx})
+    monkeypatch.setattr(onnx_translations, "translations",
+                        lambda: {torch.ops.aten._scaled_mm.default: onnx_fp8.scaled_mm_to_onnx})
     (plain,) = autocastgen.export_onnx(program).run(x)
     differing = [(out.float() != refs["eager"]).float().mean().item() for out in (ours, plain)]
     assert differing[0] < 0.1 < 0.2 < differing[1], differing
@@ -286,7 +296,7 @@ def test_the_policys_casts_are_eagers() -> None:
     constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers}
     eager_casts = [n for n in program.graph.nodes if n.target is torch.ops.aten._to_copy.default
                    and not (n.args[0].op == "placeholder" and n.args[0].name in constants)]
-    reasons = [{p.key: p.value for p in n.metadata_props}.get(_onnx_pass.REWRITE_KEY)
+    reasons = [{p.key: p.value for p in n.metadata_props}.get(onnx_pass.REWRITE_KEY)
                for n in export.model.graph.node if n.op_type == "Cast"]
     assert reasons.count(None) == len(eager_casts) == 6
     # q @ k * 0.35355339: eager's float32 opmath, written as a cast up, the Mul, a cast down.

@@ -1,5 +1,5 @@
 """autocastgen.export_onnx: a baked program as ONNX that passes onnx.checker and runs in ONNX Runtime
-with the policy's precision (docs/deploy.md; the graph pass: Note [the ONNX pass] in _onnx_pass.py)."""
+with the policy's precision (docs/deploy.md; the graph pass: Note [the ONNX pass] in passes.py)."""
 from __future__ import annotations
 
 import ctypes
@@ -13,9 +13,13 @@ from typing import Any
 
 import torch
 
-from . import _deploy_fp8
-from ._export.program import recorded
-from ._deploy_program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
+from ..._export.program import recorded
+from .._fp8 import FLOAT8, Fp8ExportError, check_onnx_fp8
+from .._program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
+from . import fp8, passes, translations
+from .elem_types import BFLOAT16, BOOL, DOUBLE, FLOAT, FLOAT8E4M3FN, FLOAT8E5M2, FLOAT16, INT8, INT32, INT64, UINT8
+from .kernels import KernelTable
+from .packages import onnx, onnxruntime, require, script_optimizer
 
 NO_KERNEL_CHOICES = ("float32", "keep", "error")
 
@@ -37,22 +41,16 @@ class OnnxExport:
     quantize_linear: int = 0
 
     def save(self, path: str | Path) -> Path:
-        import onnx
-
         onnx.save(self.model, str(path))
         return Path(path)
 
     def session(self, **options: Any) -> Any:
         """An onnxruntime.InferenceSession of the model on the export's provider."""
-        import onnxruntime
-
         return onnxruntime.InferenceSession(self.model.SerializeToString(), providers=[self.provider], **options)
 
     def run(self, *inputs: torch.Tensor, session: Any = None) -> list[torch.Tensor]:
         """Runs the model in onnxruntime on CPU tensors; the outputs as tensors of their ONNX dtype
         (bfloat16 included, which numpy lacks)."""
-        import onnxruntime
-
         session = session or self.session()
         feeds = {}
         for info, tensor in zip(session.get_inputs(), inputs, strict=True):
@@ -72,9 +70,10 @@ _TORCH_TYPE = {"tensor(float)": torch.float32, "tensor(double)": torch.float64, 
                "tensor(bfloat16)": torch.bfloat16, "tensor(int64)": torch.int64, "tensor(int32)": torch.int32,
                "tensor(bool)": torch.bool, "tensor(uint8)": torch.uint8, "tensor(int8)": torch.int8,
                "tensor(float8e4m3fn)": torch.float8_e4m3fn, "tensor(float8e5m2)": torch.float8_e5m2}
-# The ONNX TensorProto numbers of those dtypes.
-_ONNX_TYPE = {torch.float32: 1, torch.uint8: 2, torch.int8: 3, torch.int32: 6, torch.int64: 7, torch.bool: 9,
-              torch.float16: 10, torch.float64: 11, torch.bfloat16: 16, torch.float8_e4m3fn: 17, torch.float8_e5m2: 19}
+# The ONNX element types of those dtypes.
+_ONNX_TYPE = {torch.float32: FLOAT, torch.uint8: UINT8, torch.int8: INT8, torch.int32: INT32, torch.int64: INT64,
+              torch.bool: BOOL, torch.float16: FLOAT16, torch.float64: DOUBLE, torch.bfloat16: BFLOAT16,
+              torch.float8_e4m3fn: FLOAT8E4M3FN, torch.float8_e5m2: FLOAT8E5M2}
 
 
 def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
@@ -89,36 +88,34 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     for in their dtype: "float32" runs them in float32 with the dtype's rounding (casts around them),
     "keep" leaves and lists them, "error" raises DeployError naming them. `check` runs onnx.checker
     and opens a session (with "float32", a node the session still finds no kernel for is also run in
-    float32). Note [the ONNX pass] in _onnx_pass.py."""
-    import onnx
-
-    from . import _onnx_fp8, _onnx_kernels, _onnx_pass
-
+    float32). Note [the ONNX pass] in passes.py. Needs onnx, onnxscript and onnxruntime (an ImportError
+    that says what to install where one is missing: Note [optional packages] in packages.py)."""
+    require()
     if no_kernel not in NO_KERNEL_CHOICES:
         raise ValueError(f"no_kernel={no_kernel!r}: expected one of {NO_KERNEL_CHOICES}")
-    kernels = _onnx_kernels.KernelTable(provider)
+    kernels = KernelTable(provider)
     program = deployable_program(program, args, kwargs, device=device, dtype=dtype, policy=policy, trusted=trusted)
-    has_fp8 = any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype in _deploy_fp8.FLOAT8
+    has_fp8 = any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype in FLOAT8
                   for n in program.graph.nodes)
     if has_fp8 and opset is not None and opset < 19:
         raise DeployError(f"opset={opset}: float8 types need opset 19 or later")
     try:
-        _deploy_fp8.check_onnx_fp8(program)
-    except _deploy_fp8.Fp8ExportError as error:
+        check_onnx_fp8(program)
+    except Fp8ExportError as error:
         raise DeployError(str(error)) from None
     scalar_arithmetic_in_float32(program)
     model = _translate(program, opset)
     result = OnnxExport(model, provider)
-    _onnx_pass.add_module_paths(model)
+    passes.add_module_paths(model)
     _stamp(model, program)
-    graph = _onnx_pass.Graph(model)
+    graph = passes.Graph(model)
     try:
-        result.mixed = _onnx_pass.fix_mixed_operands(graph)
-    except _onnx_pass.OnnxPassError as error:
+        result.mixed = passes.fix_mixed_operands(graph)
+    except passes.OnnxPassError as error:
         raise DeployError(str(error)) from None
     graph.commit()
     _fold_constants(model)
-    result.quantize_linear = _onnx_fp8.casts_to_quantize_linear(model)
+    result.quantize_linear = fp8.casts_to_quantize_linear(model)
     _fit_to_kernels(result, model, kernels, no_kernel, check)
     if check:
         try:
@@ -134,25 +131,21 @@ def _fit_to_kernels(result: OnnxExport, model: Any, kernels: Any, no_kernel: str
     """Note [the ONNX pass], missing kernels: finds the nodes `kernels` lacks, lists them, and with
     no_kernel="float32" runs them in float32; a node a session still refuses (one the registry did
     not show) joins them and the pass runs again."""
-    import onnx
-
-    from . import _onnx_pass
-
     forced: set[str] = set()
     while True:
         candidate = onnx.ModelProto()
         candidate.CopyFrom(model)
-        graph = _onnx_pass.Graph(candidate)
-        missing = _onnx_pass.nodes_without_kernels(graph, kernels)
+        graph = passes.Graph(candidate)
+        missing = passes.nodes_without_kernels(graph, kernels)
         missing += [n for n in graph.nodes if n.name in forced and all(n is not m for m in missing)]
-        result.no_kernel = [_onnx_pass.note(graph, n, _low_types(graph, n)) for n in missing]
+        result.no_kernel = [passes.note(graph, n, _low_types(graph, n)) for n in missing]
         if no_kernel == "error" and missing:
             raise DeployError(f"{result.provider} has no kernel for {len(missing)} node(s) in their dtype: "
                               + "; ".join(map(str, result.no_kernel)))
         if no_kernel == "float32":
-            in_float32 = _onnx_pass.with_their_ops(graph, missing)
-            result.in_float32 = [_onnx_pass.note(graph, n, _low_types(graph, n)) for n in in_float32]
-            _onnx_pass.run_in_float32(graph, in_float32)
+            in_float32 = passes.with_their_ops(graph, missing)
+            result.in_float32 = [passes.note(graph, n, _low_types(graph, n)) for n in in_float32]
+            passes.run_in_float32(graph, in_float32)
         graph.commit()
         result.model = candidate
         refused = _session_refuses(result) if check and no_kernel == "float32" else None
@@ -167,10 +160,8 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
     """torch.onnx's translation, without its optimizer: its rewrites ignore dtypes (a BatchNorm with
     float32 parameters folded into a bfloat16 Conv gives a Conv of two types); _fold_constants
     does what the pass needs of it."""
-    from . import _onnx_translations
-
     options: dict[str, Any] = {"dynamo": True, "verbose": False, "optimize": False,
-                               "custom_translation_table": _onnx_translations.translations()}
+                               "custom_translation_table": translations.translations()}
     if opset is not None:
         options["opset_version"] = opset
     # Its registry warns once per torchvision op when torchvision is absent, which no model here uses.
@@ -194,17 +185,13 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
 def _fold_constants(model: Any) -> None:
     """Constants folded (weights cast to their dtype stored so, fp8 weights quantised) and every value
     typed by shape inference, which the kernel lookup needs."""
-    import onnxscript.optimizer
-
-    onnxscript.optimizer.fold_constants(model, onnx_shape_inference=True, input_size_limit=1 << 62,
-                                        output_size_limit=1 << 62)
-    onnxscript.optimizer.remove_unused_nodes(model)
+    script_optimizer.fold_constants(model, onnx_shape_inference=True, input_size_limit=1 << 62,
+                                    output_size_limit=1 << 62)
+    script_optimizer.remove_unused_nodes(model)
 
 
 def _low_types(graph: Any, node: Any) -> list[int]:
-    from ._onnx_pass import LOW_PRECISION
-
-    return [graph.types[n] for n in [*node.input, *node.output] if graph.types.get(n) in LOW_PRECISION]
+    return [graph.types[n] for n in [*node.input, *node.output] if graph.types.get(n) in passes.LOW_PRECISION]
 
 
 _NO_IMPLEMENTATION = re.compile(r"Could not find an implementation for \S+ node with name '([^']+)'")

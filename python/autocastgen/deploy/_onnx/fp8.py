@@ -1,20 +1,17 @@
-"""fp8 in ONNX (Note [fp8 in a deployed program] in _deploy_fp8.py): PyTorch's _scaled_mm as
+"""fp8 in ONNX (Note [fp8 in a deployed program] in deploy/_fp8.py): PyTorch's _scaled_mm as
 DequantizeLinear and a float32 MatMul, saturating casts to float8 as QuantizeLinear."""
 from __future__ import annotations
 
 from typing import Any
 
-import onnx
-from onnx import TensorProto, helper
-
-FLOAT = TensorProto.FLOAT
+from .elem_types import FLOAT, FLOAT8E4M3FN, FLOAT8E5M2
+from .packages import helper, numpy_helper, onnx
+from .packages import opset as op
 
 
 def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
                       out_dtype: Any = None, use_fast_accum: bool = False) -> Any:
     """aten._scaled_mm (tensorwise) for torch.onnx's custom_translation_table (ONNX Script, traced)."""
-    from onnxscript import opset20 as op
-
     product = op.MatMul(op.DequantizeLinear(self, scale_a), op.DequantizeLinear(mat2, scale_b))
     if bias is not None:
         product = op.Add(product, op.Cast(bias, to=FLOAT))
@@ -23,7 +20,7 @@ def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: An
     return op.Cast(product, to=int(out_dtype) if out_dtype is not None else FLOAT)
 
 
-ONNX_FLOAT8 = {TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2}
+ONNX_FLOAT8 = {FLOAT8E4M3FN, FLOAT8E5M2}
 
 
 def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
@@ -34,12 +31,12 @@ def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
     for node in graph.node:
         to = next((a.i for a in node.attribute if a.name == "to"), None)
         saturate = next((a.i for a in node.attribute if a.name == "saturate"), 1)
-        if node.op_type != "Cast" or to not in ONNX_FLOAT8 or types.get(node.input[0]) != TensorProto.FLOAT:
+        if node.op_type != "Cast" or to not in ONNX_FLOAT8 or types.get(node.input[0]) != FLOAT:
             continue
         if not saturate:
             continue  # a non-saturating cast (NaN above the range) is no QuantizeLinear
         scale, zero = f"{node.name}__scale", f"{node.name}__zero_point"
-        graph.initializer.append(helper.make_tensor(scale, TensorProto.FLOAT, [], [1.0]))
+        graph.initializer.append(helper.make_tensor(scale, FLOAT, [], [1.0]))
         graph.initializer.append(helper.make_tensor(zero, to, [], [0.0]))
         _drop_clamp_before(graph, node, to)
         node.op_type = "QuantizeLinear"
@@ -58,8 +55,6 @@ def _drop_clamp_before(graph: onnx.GraphProto, cast: onnx.NodeProto, to: int) ->
     """Reads past a Clip to [-max, max] of the float8 type feeding `cast` alone: QuantizeLinear's
     saturation clamps to the same bounds (the same bits, infinities included), and onnxruntime 1.32's
     Clip + QuantizeLinear fusion fails on a float8 zero point."""
-    from onnx import numpy_helper
-
     producer = next((n for n in graph.node if cast.input[0] in n.output), None)
     if producer is None or producer.op_type != "Clip" or len(producer.input) != 3:
         return
@@ -76,4 +71,4 @@ def _drop_clamp_before(graph: onnx.GraphProto, cast: onnx.NodeProto, to: int) ->
         graph.node.remove(producer)
 
 
-FLOAT8_MAX = {TensorProto.FLOAT8E4M3FN: 448.0, TensorProto.FLOAT8E5M2: 57344.0}
+FLOAT8_MAX = {FLOAT8E4M3FN: 448.0, FLOAT8E5M2: 57344.0}

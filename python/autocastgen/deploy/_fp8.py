@@ -6,7 +6,7 @@ in runtime/torch/fp8/operand.cpp): weights and activations current-scaled by ate
 `_scaled_mm`; delayed scaling is refused there, since its scale comes from earlier steps. So a
 deployed program holds nothing of ours: AOTInductor compiles it with PyTorch's own `_scaled_mm`,
 and ONNX constant-folds the weights' quantisation into fp8 initializers. For ONNX
-(`scaled_mm_to_onnx` and `casts_to_quantize_linear` in _onnx_fp8.py), `_scaled_mm` (tensorwise
+(`scaled_mm_to_onnx` and `casts_to_quantize_linear` in _onnx/fp8.py), `_scaled_mm` (tensorwise
 scales) becomes DequantizeLinear of both operands, a float32 MatMul, the bias added in float32 and
 one Cast to the output dtype (what PyTorch's CPU kernel computes), and each saturating cast to
 float8 a QuantizeLinear with scale 1 (the scale multiply stays a Mul before it, so the rounding is

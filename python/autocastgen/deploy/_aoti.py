@@ -1,7 +1,4 @@
-"""Deploying a baked program: ONNX that loads and runs in ONNX Runtime with the policy's precision
-(`export_onnx`), AOTInductor packages that round as eager does (`export_aoti`), neither needing
-autocastgen to run (docs/deploy.md).
-"""
+"""AOTInductor packages of a baked program that round as eager does (`export_aoti`; docs/deploy.md)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,10 +7,7 @@ from typing import Any
 
 import torch
 
-from ._deploy_onnx import NO_KERNEL_CHOICES, OnnxExport, export_onnx
-from ._deploy_program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
-
-__all__ = ["NO_KERNEL_CHOICES", "DeployError", "OnnxExport", "deployable_program", "export_aoti", "export_onnx"]
+from ._program import DeployError, autocast_off, deployable_program, scalar_arithmetic_in_float32
 
 
 def export_aoti(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,

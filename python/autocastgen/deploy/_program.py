@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from ._export.program import is_guard, unguarded
-from ._export.program_file import load_program
+from .. import state
+from .._export import export, load_program
+from .._export.program import is_guard, unguarded
 
 # A deployed program holds no op of ours (Note [fp8 in a deployed program]).
 _OUR_NAMESPACE = "autocastgen"
@@ -66,8 +67,6 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
 
 
 def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None, **options: Any) -> torch.export.ExportedProgram:
-    from ._export import export
-
     missing = [name for name in ("device", "dtype") if options[name] is None]
     if missing:
         raise DeployError(f"deploying a module needs {' and '.join(missing)}= (what autocastgen.export bakes)")
@@ -104,8 +103,6 @@ def _devices(program: torch.export.ExportedProgram) -> set[str]:
 def autocast_off(program: torch.export.ExportedProgram) -> Iterator[None]:
     """PyTorch's and autocastgen's autocast off for the program's devices: its casts are baked, and
     decomposing or compiling it inside a scope would dispatch its ops through autocast again."""
-    from . import state
-
     with contextlib.ExitStack() as stack:
         for device in sorted(_devices(program)):
             stack.enter_context(torch.autocast(device, enabled=False))

@@ -36,19 +36,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import onnx
-from onnx import TensorProto, helper
-
-from ._deploy_program import OPMATH_MARK
+from .._program import OPMATH_MARK
+from .elem_types import BFLOAT16, DOUBLE, FLOAT, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT16
+from .packages import TensorProto, helper, onnx
 
 MODULE_KEY = "pkg.autocastgen.module"
 REWRITE_KEY = "pkg.autocastgen.rewrite"
-LOW_PRECISION = {TensorProto.BFLOAT16, TensorProto.FLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2,
-                 TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOAT8E5M2FNUZ}
-FP8 = LOW_PRECISION - {TensorProto.BFLOAT16, TensorProto.FLOAT16}
-WIDTH = {TensorProto.FLOAT8E4M3FN: 1, TensorProto.FLOAT8E5M2: 1, TensorProto.FLOAT8E4M3FNUZ: 1,
-         TensorProto.FLOAT8E5M2FNUZ: 1, TensorProto.BFLOAT16: 2, TensorProto.FLOAT16: 2, TensorProto.FLOAT: 4,
-         TensorProto.DOUBLE: 8}
+LOW_PRECISION = {BFLOAT16, FLOAT16, FLOAT8E4M3FN, FLOAT8E5M2, FLOAT8E4M3FNUZ, FLOAT8E5M2FNUZ}
+FP8 = LOW_PRECISION - {BFLOAT16, FLOAT16}
+WIDTH = {FLOAT8E4M3FN: 1, FLOAT8E5M2: 1, FLOAT8E4M3FNUZ: 1, FLOAT8E5M2FNUZ: 1, BFLOAT16: 2, FLOAT16: 2, FLOAT: 4,
+         DOUBLE: 8}
 NORMS = {"LayerNormalization", "GroupNormalization", "InstanceNormalization", "BatchNormalization",
          "RMSNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization"}
 
@@ -305,13 +302,13 @@ def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
                 node.input[i] = inside[0]
                 exact = exact and inside[2]
             else:
-                node.input[i] = graph.upcast(name, TensorProto.FLOAT, node)
+                node.input[i] = graph.upcast(name, FLOAT, node)
         for i, name in enumerate(node.output):
             low = graph.types.get(name)
             if low not in LOW_PRECISION:
                 continue
             node.output[i] = graph.fresh(f"{name}__float")
-            graph.declare(node.output[i], TensorProto.FLOAT)
+            graph.declare(node.output[i], FLOAT)
             unrounded[name] = (node.output[i], op, exact)
             leaves = name in outputs or any(
                 id(c) not in chosen or not (exact or (op is not None and op_of(c) == op)) for c in consumers.get(name, []))

@@ -1,9 +1,8 @@
 """Which ops and types an ONNX Runtime execution provider has kernels for, from the runtime's own
-kernel registry (Note [the ONNX pass] in _onnx_pass.py)."""
+kernel registry (Note [the ONNX pass] in passes.py)."""
 from __future__ import annotations
 
-import onnx
-from onnx import TensorProto
+from .packages import TensorProto, onnx, ort_kernels
 
 
 class KernelTable:
@@ -11,11 +10,9 @@ class KernelTable:
     runtime's own registry (onnxruntime.capi's get_all_opkernel_def)."""
 
     def __init__(self, provider: str = "CPUExecutionProvider"):
-        from onnxruntime.capi import _pybind_state
-
         self.provider = provider
         self.kernels: dict[tuple[str, str], list[tuple[tuple[int, int], dict[str, set[int]]]]] = {}
-        for k in _pybind_state.get_all_opkernel_def():
+        for k in ort_kernels.get_all_opkernel_def():
             if k.provider != provider:
                 continue
             domain = "" if k.domain in ("", "ai.onnx") else k.domain

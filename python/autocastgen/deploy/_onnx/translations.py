@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from onnx import TensorProto
+import torch
 
-FLOAT = TensorProto.FLOAT
+from .elem_types import FLOAT
+from .fp8 import scaled_mm_to_onnx
+from .packages import numpy, torch_lib_nn
+from .packages import opset as op
+from .packages import script_ir as ir
 
 
 def translations() -> dict[Any, Any]:
-    import torch
-
-    from ._onnx_fp8 import scaled_mm_to_onnx
-
     return {torch.ops.aten._scaled_mm.default: scaled_mm_to_onnx,
             torch.ops.aten.scaled_dot_product_attention.default: attention_to_onnx}
 
@@ -31,16 +31,12 @@ def translations() -> dict[Any, Any]:
 # calls (float32, dropout, dynamic shapes) take PyTorch's translation.
 def attention_to_onnx(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
                       is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Any:
-    import numpy
-    from onnxscript import ir
-    from onnxscript import opset20 as op
-    from onnxscript.function_libs.torch_lib.ops.nn import aten_scaled_dot_product_attention
-
     low = query.dtype
     shapes = (query.shape, key.shape)
     if (low not in (ir.DataType.BFLOAT16, ir.DataType.FLOAT16) or dropout_p or len(query.shape) != 4
             or not all(isinstance(d, int) for shape in shapes for d in shape)):
-        return aten_scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        return torch_lib_nn.aten_scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                                              enable_gqa)
     (batch, heads, targets, width), (_, kv_heads, sources, _) = (tuple(s) for s in shapes)
     q, k, v = (op.Cast(t, to=FLOAT) for t in (query, key, value))
     if enable_gqa and kv_heads != heads:  # repeat_interleave of the key/value heads

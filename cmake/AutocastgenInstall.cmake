@@ -45,7 +45,7 @@ endif()
 # Under scikit-build-core (pyproject.toml) the install prefix is site-packages/autocastgen, the
 # Python package's own folder: bin/autocastgen, lib/libautocastgen_runtime_torch.so,
 # lib/cmake/autocastgen, include/, share/autocastgen/{templates,policies} sit beside __init__.py.
-# The runtime finds libtorch through torch being imported first (autocastgen/_runtime.py imports
+# The runtime finds libtorch through torch being imported first (autocastgen/_core/runtime.py imports
 # it), through the build machine's torch/lib (the link's -rpath), or through site-packages/torch/lib
 # beside us ($ORIGIN/../../torch/lib) when torch and autocastgen share a site-packages.
 # _build_info.py records the torch the wheel was built against; importing checks it.

@@ -40,7 +40,7 @@ import sys
 from . import deploy, distributed, insight
 from .advisor import Advice, AdviseError, advise
 from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
-from ._runtime import load_runtime
+from ._core.runtime import load_runtime
 from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from ._export import ExportError, ProgramFileError, apply_policy, export, load_program, precision_map
 from .deploy import DeployError, OnnxExport, export_aoti, export_onnx

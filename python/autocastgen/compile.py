@@ -25,9 +25,9 @@ from typing import IO, Any, Union
 
 import torch
 
-from . import _runtime
-from ._atomic import WriteError, write_file
-from ._terminal import shown
+from ._core import runtime as _runtime
+from ._core.atomic import WriteError, write_file
+from ._core.terminal import shown
 from .policy import PolicyError
 
 __all__ = ["CACHE_VARIABLE", "CacheError", "CompileError", "CompiledPolicy", "cache_dir", "compile_policy"]

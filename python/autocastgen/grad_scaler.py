@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 import torch
 
 from . import distributed
-from ._runtime import load_runtime
+from ._core.runtime import load_runtime
 
 try:
     from . import _C

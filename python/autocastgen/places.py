@@ -15,8 +15,8 @@ hand around ``torch.autocast(enabled=False)``, but only while autocast is on for
 
 Note [modules under torch.compile]
 Dynamo inlines the hooks. Inside a compiled function a module's frame is entered and left by
-``_traced.enter_module`` / ``exit_module`` (allow_in_graph, like the own state's scopes: Note
-[scopes under torch.compile] in _traced.py), so the frame is in effect while the graph is traced
+``traced.enter_module`` / ``exit_module`` (allow_in_graph, like the own state's scopes: Note
+[scopes under torch.compile] in traced.py), so the frame is in effect while the graph is traced
 and the wrappers bake the module's rules into it; the section is read as a guarded constant. The
 graph's guard includes the module rules' generation (Note [trace key]), so loading or dropping
 rules traces again. A module's call must lie within one graph (compile with fullgraph=True).
@@ -29,9 +29,9 @@ from typing import Any
 
 import torch
 
-from . import _traced
-from ._runtime import load_runtime
-from ._terminal import shown
+from ._core import traced
+from ._core.runtime import load_runtime
+from ._core.terminal import shown
 
 
 def _ops() -> Any:
@@ -129,9 +129,9 @@ class Attachment:
         def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             device_type = _device_type(args, kwargs)
             if torch.compiler.is_compiling():
-                _traced.prepare()
-                _traced.enter_module(path)
-                section = _traced.read("module_section", device_type) if device_type else ""
+                traced.prepare()
+                traced.enter_module(path)
+                section = traced.read("module_section", device_type) if device_type else ""
             else:
                 section = enter_section(path, device_type)
             if section == "fp32" and _autocast_on(device_type):  # Note [the fp32 section's inputs]
@@ -154,7 +154,7 @@ class Attachment:
 
 def _post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
     if torch.compiler.is_compiling():
-        _traced.exit_module()
+        traced.exit_module()
     else:
         _bound().leave()
 

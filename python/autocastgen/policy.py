@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from ._runtime import load_runtime
-from ._terminal import shown
+from ._core.runtime import load_runtime
+from ._core.terminal import shown
 
 __all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy", "shipped_policy"]
 

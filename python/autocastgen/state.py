@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from . import _traced
-from ._runtime import load_runtime
+from ._core import traced
+from ._core.runtime import load_runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -76,8 +76,8 @@ class _Scope:
         traceback: TracebackType | None,
     ) -> None:
         if torch.compiler.is_compiling():
-            _traced.prepare()
-            _traced.exit_frame()
+            traced.prepare()
+            traced.exit_frame()
             return
         self._own_frames().close_innermost()
 
@@ -137,9 +137,9 @@ class autocast(_Scope):  # noqa: N801 - named like torch.autocast, which it mirr
         self._frames = None if torch.compiler.is_compiling() else _Frames()
 
     def __enter__(self) -> autocast:
-        if torch.compiler.is_compiling():  # Note [scopes under torch.compile] in _traced.py
-            _traced.prepare()
-            _traced.enter_scope(self.device_type, self.dtype, self.enabled, self.cache_enabled)
+        if torch.compiler.is_compiling():  # Note [scopes under torch.compile] in traced.py
+            traced.prepare()
+            traced.enter_scope(self.device_type, self.dtype, self.enabled, self.cache_enabled)
             return self
         depth = _ops().autocast_enter(self.device_type, self.dtype, self.enabled, self.cache_enabled)
         self._own_frames().push(depth)
@@ -169,7 +169,7 @@ class AutocastState:
 def capture_state() -> AutocastState:
     """This thread's autocastgen state, to carry to a worker thread (C++ ``capture_autocast_state``)."""
     if torch.compiler.is_compiling():
-        return AutocastState(_traced.read("autocast_state_capture"))
+        return AutocastState(traced.read("autocast_state_capture"))
     return AutocastState(tuple(_ops().autocast_state_capture()))
 
 
@@ -189,8 +189,8 @@ class state_guard(_Scope):  # noqa: N801 - a context manager, named like one
 
     def __enter__(self) -> AutocastState:
         if torch.compiler.is_compiling():
-            _traced.prepare()
-            _traced.enter_state(self.state.encoded)
+            traced.prepare()
+            traced.enter_state(self.state.encoded)
             return self.state
         self._own_frames().push(_ops().autocast_state_enter(list(self.state.encoded)))
         return self.state
@@ -209,8 +209,8 @@ def with_state(func: F) -> F:
 
 def _query(op_name: str, device_type: str) -> Any:
     device_type = _check_device_type(device_type)
-    if torch.compiler.is_compiling():  # a constant of the trace, guarded (_traced.py)
-        return _traced.read(op_name, device_type)
+    if torch.compiler.is_compiling():  # a constant of the trace, guarded (traced.py)
+        return traced.read(op_name, device_type)
     return getattr(_ops(), op_name)(device_type)
 
 

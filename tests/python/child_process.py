@@ -114,7 +114,7 @@ def run_bounded(build: Path, code: str, *, memory_mb: int = 200, cpu_s: int = 20
                 timeout_s: float = 120) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter that has the build's `autocastgen` package *without*
     importing it (no torch, no runtime: the package's modules that need neither, such as
-    autocastgen._atomic or autocastgen.reporter.reading, import on their own), under limits set
+    autocastgen._core.atomic or autocastgen.reporter.reading, import on their own), under limits set
     before it starts: address space (`ulimit -v`), CPU seconds (SIGXCPU past them: a bound, not a
     timing), and optionally the size of a file it may write (`ulimit -f`: writes past it fail with
     EFBIG, Python ignores SIGXFSZ). The result's stdout/stderr are text."""

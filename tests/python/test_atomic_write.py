@@ -1,4 +1,4 @@
-"""Every Python write whole or not at all (Note [atomic writes] in python/autocastgen/_atomic.py):
+"""Every Python write whole or not at all (Note [atomic writes] in python/autocastgen/_core/atomic.py):
 `ulimit -f` (EFBIG), a full file system and a read-only one (a real tmpfs: tests/python/small_fs.py),
 an interrupt half-way, a check that refuses: each leaves the previous file as it was and no
 temporary, with an error naming the file and the system's reason; and what a write keeps (a
@@ -25,13 +25,13 @@ from small_fs import can_mount, remount, tmpfs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "_atomic.py").is_file():
+if not (BUILD / "python" / "autocastgen" / "_core" / "atomic.py").is_file():
     pytest.skip(f"{BUILD} has no python/autocastgen (build the autocastgen_python target)", allow_module_level=True)
 
 # Writes DATA to TARGET in the child and prints what happened as JSON.
 WRITE = """
 import json, os
-from autocastgen._atomic import WriteError, write_file
+from autocastgen._core.atomic import WriteError, write_file
 try:
     write_file(TARGET, DATA, durable=DURABLE)
     print(json.dumps({"ok": True}))
@@ -91,7 +91,7 @@ def test_an_interrupt_or_a_refusing_check_leaves_the_previous_file(tmp_path):
     code = f"""
         import json, os
         from pathlib import Path
-        from autocastgen import _atomic
+        from autocastgen._core import atomic as _atomic
         target = Path({str(target)!r})
         real_write = os.write
         def half_then_interrupt(fd, data):
@@ -128,7 +128,7 @@ def test_links_modes_and_long_names(tmp_path):
     code = f"""
         import os
         os.umask(0o027)
-        from autocastgen._atomic import write_file
+        from autocastgen._core.atomic import write_file
         write_file({str(link)!r}, "through the link")
         write_file({str(long_name)!r}, b"{{}}")
         """

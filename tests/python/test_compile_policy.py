@@ -124,7 +124,7 @@ def test_a_function_compiled_before_the_library_loads_uses_it_after(compiled, fi
         import json, sys
         sys.path.insert(0, {str(BUILD / "python")!r})
         import autocastgen
-        from autocastgen import _traced
+        from autocastgen._core import traced as _traced
         a, b = torch.randn(4, 4), torch.randn(4, 4)
         product = torch.compile(lambda a, b: torch.mm(a, b) + 1, backend="aot_eager", fullgraph=True)
         with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -93,7 +93,7 @@ def test_a_policy_error_keeps_the_compiled_graphs() -> None:
 
 KEYS = f"""
     import json, torch, autocastgen
-    from autocastgen import _traced
+    from autocastgen._core import traced as _traced
     keys = [_traced.trace_key()]
     autocastgen.load_policy({MM_FP32!r}); keys.append(_traced.trace_key())
     autocastgen.clear_runtime_policies(); keys.append(_traced.trace_key())

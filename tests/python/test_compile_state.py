@@ -177,7 +177,7 @@ def test_a_refused_scope_fails_the_trace_and_leaves_nothing_open() -> None:
 
 def test_inductor_and_its_caches_do_not_reuse_a_graph_of_another_state() -> None:
     # AOTAutograd's cache keys on Dynamo's graph, the same in every state here: the state is in
-    # its key too (Note [the state in compile cache keys] in _traced.py). Inference only, to keep
+    # its key too (Note [the state in compile cache keys] in _core/traced.py). Inference only, to keep
     # the C++ compiles short.
     def forward(x):
         with torch.no_grad():
@@ -201,7 +201,7 @@ def test_a_custom_post_pass_installed_before_ours_still_runs_and_keys_the_caches
     from torch._inductor import config as inductor_config
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
-    from autocastgen import _traced
+    from autocastgen._core import traced as _traced
 
     class Recorder(CustomGraphPass):
         calls = 0

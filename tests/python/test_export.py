@@ -285,7 +285,7 @@ def test_weights_are_stored_once_in_the_dtype_every_use_casts_them_to(tmp_path: 
 
 
 def test_torch_export_inside_our_scope_warns_once_naming_autocastgen_export() -> None:
-    from autocastgen import _traced
+    from autocastgen._core import traced as _traced
 
     model, x = model_and_input("mlp")
     autocastgen.load_policy(ISSUE_POLICY)

@@ -287,7 +287,7 @@ def test_any_character_in_the_policy_name_reaches_attach_and_the_forward() -> No
     result = run_child(
         f"""
         import autocastgen
-        from autocastgen._terminal import shown
+        from autocastgen._core.terminal import shown
         model = make_model()
         x = (inputs() / 60000).to(torch.bfloat16).float()
 

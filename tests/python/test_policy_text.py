@@ -5,7 +5,7 @@ load_runtime_policy_text, relative to the current directory) and through `autoca
 --files` (the CLI's, which compile_policy asks which files to hash); hostile `extends:` lines end
 in located errors within bounds (a regular expression the Python side once used took 45 s on
 60,000 spaces); a policy in a folder whose name is not UTF-8, as a file and as the current
-directory of text; names escaped for a terminal (Note [names on a terminal] in _terminal.py).
+directory of text; names escaped for a terminal (Note [names on a terminal] in _core/terminal.py).
 
 Bounds are checked as limits, not timings: the CLI reads the hostile lines with 10 CPU seconds
 and 200 MB of address space; past them it is killed.
@@ -248,6 +248,6 @@ SHOWN = [
 @pytest.mark.parametrize("name, want", SHOWN)
 def test_names_are_escaped_for_a_terminal(name, want):
     sys.path.insert(0, str(BUILD / "python"))
-    from autocastgen._terminal import shown
+    from autocastgen._core.terminal import shown
 
     assert shown(name) == want

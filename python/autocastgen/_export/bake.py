@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from .. import _traced
-from .._runtime import load_runtime
+from .._core import traced
+from .._core.runtime import load_runtime
 from ..places import attach
 from ..policy import load_policy
 from ..state import autocast as own_autocast
@@ -86,12 +86,12 @@ def _policy_for_this_export(policy: str | os.PathLike[str] | None) -> Iterator[N
 def _quiet() -> Iterator[None]:
     """Our warning about scopes around torch.export (Note [torch.export under our scopes] in
     _core/traced.py) is not for the traces autocastgen.export makes itself."""
-    before = getattr(_traced.exporting_quietly, "on", False)
-    _traced.exporting_quietly.on = True
+    before = getattr(traced.exporting_quietly, "on", False)
+    traced.exporting_quietly.on = True
     try:
         yield
     finally:
-        _traced.exporting_quietly.on = before
+        traced.exporting_quietly.on = before
 
 
 @contextmanager

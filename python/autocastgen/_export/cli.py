@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .._terminal import shown
+from .._core.terminal import shown
 from ..policy import PolicyError
 from .bake import apply_policy
 from .mapping import by_op, format_text, precision_map

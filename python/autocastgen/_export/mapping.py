@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .._terminal import shown
+from .._core.terminal import shown
 from .program import graph_modules, recorded
 
 _CAST = torch.ops.aten._to_copy.default

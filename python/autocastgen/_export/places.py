@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .._runtime import load_runtime
+from .._core.runtime import load_runtime
 
 Stack = tuple[tuple[str, str], ...]  # (module call key, module path), outermost first
 _ASSERT_METADATA = torch.ops.aten._assert_tensor_metadata.default

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._atomic import write_file
+from .._core.atomic import write_file
 from .._core.ranges import Measure, Place, percent
-from .._terminal import shown
+from .._core.terminal import shown
 
 
 @dataclass(frozen=True)

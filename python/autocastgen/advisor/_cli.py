@@ -11,9 +11,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .._atomic import WriteError, write_file
+from .._core.atomic import WriteError, write_file
 from .._core.ranges import FORMATS, measure
-from .._terminal import shown
+from .._core.terminal import shown
 from ..policy import PolicyError, clear_runtime_policies, load_policy
 from ..reporter.reading import ReadError, read_json
 from ._advice import Advice, _advice_for, _policy_text, _relative_base
@@ -98,7 +98,7 @@ def _reported(make: Callable[[], Advice], options: argparse.Namespace) -> int:
 
 
 def _shown_lines(text: str) -> str:
-    """``text``'s lines as a terminal shows them (Note [names on a terminal] in _terminal.py)."""
+    """``text``'s lines as a terminal shows them (Note [names on a terminal] in _core/terminal.py)."""
     return "\n".join(shown(line) for line in text.split("\n"))
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import insight
-from .._atomic import write_file
-from .._terminal import shown
+from .._core.atomic import write_file
+from .._core.terminal import shown
 from ..policy import clear_runtime_policies, load_policy
 from ._advice import _quote, _relative_base
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .. import _traced
+from .._core import traced
 from .._core.paths import IMPORTED_FROM
 
 
@@ -32,9 +32,9 @@ _SKIPPED = (
 
 
 def _user_line() -> str:
-    traced = _traced_user_line()
-    if traced is not None:
-        return traced
+    from_trace = _traced_user_line()
+    if from_trace is not None:
+        return from_trace
     frame = sys._getframe(1)
     while frame is not None:
         if not frame.f_code.co_filename.startswith(_SKIPPED):
@@ -145,8 +145,8 @@ def _sum_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def _refuse_compiling(what: str) -> None:
     # The switches are process-wide state a graph cannot change; around the compiled call they work.
     if torch.compiler.is_compiling():
-        _traced.prepare()
-        _traced.refuse(
+        traced.prepare()
+        traced.refuse(
             f"{what} inside a function torch.compile traces: switch statistics, the watch and record-only "
             "mode around the compiled call instead (its calls are counted and checked, docs/compile.md)"
         )

@@ -8,7 +8,7 @@ command line (codegen/cli/verb_report.cpp runs ``python -m autocastgen.reporter`
 
 Note [nothing half-written]: every file is read and checked, and the whole page is built in
 memory, before anything is written; the page is then written whole or not at all (Note [atomic
-writes] in autocastgen/_atomic.py). A bad input, a full disk or a read-only folder leaves no page
+writes] in autocastgen/_core/atomic.py). A bad input, a full disk or a read-only folder leaves no page
 and an older page as it was.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._atomic import write_file
-from .._terminal import shown
+from .._core.atomic import write_file
+from .._core.terminal import shown
 from . import html, view
 from .reading import _MAX_SHOWN, ReadError, _Checker, read_stats
 
@@ -133,7 +133,7 @@ def report(*sources: Any, output: str | os.PathLike[str] = "report.html", advice
     (one self-contained HTML file) and returns its path. Sources: paths of files the runtime
     wrote (``AUTOCASTGEN_STATS``, ``stats(path)``, ``record(path)``), tables, or ``stats()``
     results. See :func:`render`; Note [nothing half-written]. Raises :class:`ReportError` for an
-    unreadable source, an ``OSError`` (``autocastgen._atomic.WriteError``: the file and the reason)
+    unreadable source, an ``OSError`` (``autocastgen._core.atomic.WriteError``: the file and the reason)
     when the page cannot be written."""
     text = render(sources, advice=advice, model=model, title=title)
     return write_file(output, text)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autocastgen._terminal import shown
-from autocastgen.reporter import ReportError, report
+from .._core.terminal import shown
+from . import ReportError, report
 
 
 def main(argv: list[str] | None = None) -> int:

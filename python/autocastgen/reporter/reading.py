@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._terminal import shown as _shown
+from .._core.terminal import shown as _shown
 
 __all__ = ["Diagnostic", "ReadError", "read_json", "read_stats"]
 

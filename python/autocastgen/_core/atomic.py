@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ._terminal import shown
+from .terminal import shown
 
 __all__ = ["WriteError", "write_file"]
 

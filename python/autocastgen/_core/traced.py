@@ -35,9 +35,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from . import _runtime
-from ._core.paths import PACKAGE
-from ._runtime import load_runtime
+from . import runtime
+from .paths import PACKAGE
+from .runtime import load_runtime
 
 _local = threading.local()
 _entry_keys: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -339,8 +339,8 @@ def _code_key() -> str:
     change. PyTorch's on-disk caches outlive an upgrade or a rebuild; a graph another version of
     autocastgen traced must not be served from them."""
     files = sorted(PACKAGE.rglob("*.py"))  # every subpackage's too
-    if _runtime._loaded_from and Path(_runtime._loaded_from).is_file():
-        files.append(Path(_runtime._loaded_from))
+    if runtime._loaded_from and Path(runtime._loaded_from).is_file():
+        files.append(Path(runtime._loaded_from))
     digest = hashlib.sha256()
     for path in files:
         status = path.stat()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from .paths import BUILD_LIB, LIB, PACKAGE, build_info
+
 LIBRARY_NAME = "libautocastgen_runtime_torch.so"
 ENVIRONMENT_VARIABLE = "AUTOCASTGEN_RUNTIME_TORCH_LIB"
 
@@ -17,28 +19,26 @@ _loaded_from: str | None = None
 
 def _candidates() -> list[Path]:
     """Where the library may be, in the order tried."""
-    here = Path(__file__).resolve().parent
     found = []
     override = os.environ.get(ENVIRONMENT_VARIABLE)
     if override:
         found.append(Path(override))
-    found.append(here / "lib" / LIBRARY_NAME)  # the pip package (Note [the pip package's layout])
-    found.append(here / LIBRARY_NAME)  # a package that carries its own copy
-    found.append(here.parent.parent / "lib" / LIBRARY_NAME)  # the build tree: build/python/autocastgen -> build/lib
+    found.append(LIB / LIBRARY_NAME)  # the pip package (Note [the pip package's layout])
+    found.append(PACKAGE / LIBRARY_NAME)  # a package that carries its own copy
+    found.append(BUILD_LIB / LIBRARY_NAME)  # the build tree: build/python/autocastgen -> build/lib
     return found
 
 
 def _check_torch_release() -> None:
     """A pip-installed package runs only with the torch release it was built against."""
-    try:
-        from . import _build_info  # written by CMake into the pip package only
-    except ImportError:
+    info = build_info()  # written by CMake into the pip package only
+    if info is None:
         return
-    built = _build_info.TORCH_VERSION.split("+")[0].split(".")[:2]
+    built = info.TORCH_VERSION.split("+")[0].split(".")[:2]
     running = torch.__version__.split("+")[0].split(".")[:2]
     if built != running:
         raise ImportError(
-            f"autocastgen: this package was built against torch {_build_info.TORCH_VERSION} but torch "
+            f"autocastgen: this package was built against torch {info.TORCH_VERSION} but torch "
             f"{torch.__version__} is imported; reinstall autocastgen with this torch "
             "(pip install --no-build-isolation --force-reinstall <clone>)"
         )

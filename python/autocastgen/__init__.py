@@ -37,18 +37,30 @@ from __future__ import annotations
 
 import sys
 
-from . import deploy, distributed, insight
-from .advisor import Advice, AdviseError, advise
-from ._fp8_select import forget_fp8_selections, fp8_auto_rule, fp8_selection_file, fp8_selections
+from . import compile, deploy, distributed, insight  # compile: the documented autocastgen.compile.CacheError
 from ._core.runtime import load_runtime
-from .compile import CompiledPolicy, CompileError, cache_dir, compile_policy
 from ._export import ExportError, ProgramFileError, apply_policy, export, load_program, precision_map
+from .advisor import Advice, AdviseError, advise
 from .deploy import DeployError, OnnxExport, export_aoti, export_onnx
 from .grad_scaler import GradScaler
 from .insight import Stats, record, stats, watch
 from .places import Attachment, ModuleScope, attach
+from .policy import (
+    CompiledPolicy,
+    CompileError,
+    PolicyError,
+    cache_dir,
+    clear_runtime_policies,
+    compile_policy,
+    forget_fp8_selections,
+    fp8_auto_rule,
+    fp8_selection_file,
+    fp8_selections,
+    load_policy,
+    register_runtime_policy,
+    shipped_policy,
+)
 from .reporter import report
-from .policy import PolicyError, clear_runtime_policies, load_policy, register_runtime_policy, shipped_policy
 from .state import (
     AutocastState,
     autocast,
@@ -64,31 +76,31 @@ from .state import (
 __all__ = [
     "Advice",
     "AdviseError",
-    "ExportError",
     "Attachment",
     "AutocastState",
-    "ModuleScope",
-    "attach",
     "CompileError",
     "CompiledPolicy",
     "DeployError",
+    "ExportError",
     "GradScaler",
+    "ModuleScope",
     "OnnxExport",
     "PolicyError",
     "ProgramFileError",
     "Stats",
     "advise",
     "apply_policy",
+    "attach",
     "autocast",
-    "capture_state",
     "cache_dir",
+    "capture_state",
+    "clear_runtime_policies",
+    "compile_policy",
     "deploy",
     "distributed",
     "export",
     "export_aoti",
     "export_onnx",
-    "clear_runtime_policies",
-    "compile_policy",
     "forget_fp8_selections",
     "fp8_auto_rule",
     "fp8_selection_file",

@@ -172,7 +172,7 @@ def test_bad_policy_and_bad_name(files):
 
 
 def request(policy: Path, schemas: list[Path]):
-    from autocastgen import compile as compiling
+    from autocastgen.policy import _compile as compiling
 
     return compiling._Request.make(str(policy), policy.resolve(), schemas, "chain", compiling._Layout.find())
 

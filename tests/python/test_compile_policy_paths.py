@@ -6,7 +6,7 @@ quotes, a backslash, a '$' and a byte that is not UTF-8 (200 bytes long); the po
 characters and ':' and '='. Where a tmpfs can be mounted (root: tests/python/small_fs.py) the
 cache is one, which first is full (4 KiB: the build fails with "No space left on device",
 nothing is left in the cache), then read-only (CacheError naming the folder and the reason), then
-has room: the policy compiles (Note [building at a plain path] in compile.py), a new process
+has room: the policy compiles (Note [building at a plain path] in policy/_compile.py), a new process
 loads it from the cache, and an entry whose metadata has a field of the wrong type is built again
 with the reason in the progress line (the rebuild is a ccache hit). Every field's wrong type is
 also checked without compiling (Note [checking the metadata]).
@@ -141,7 +141,7 @@ class _no_mount:
 
 
 def metadata_problem(metadata: object) -> str | None:
-    from autocastgen.compile import _metadata_problem
+    from autocastgen.policy._compile import _metadata_problem
 
     return _metadata_problem(metadata, types.SimpleNamespace(key="k" * 64, name="lib"))
 

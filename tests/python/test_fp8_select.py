@@ -22,7 +22,7 @@ import child_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-require_built(BUILD, "python/autocastgen/_fp8_select.py")
+require_built(BUILD, "python/autocastgen/policy/_fp8.py")
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 

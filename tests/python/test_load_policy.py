@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CLI = os.environ.get("AUTOCASTGEN_CLI")
-require_built(BUILD, "python/autocastgen/policy.py")
+require_built(BUILD, "python/autocastgen/policy/_load.py")
 
 import autocastgen  # noqa: E402
 

@@ -27,7 +27,7 @@ yaml = pytest.importorskip("yaml")
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CLI = os.environ.get("AUTOCASTGEN_CLI") or str(BUILD / "bin" / "autocastgen")
-if not (BUILD / "python" / "autocastgen" / "policy.py").is_file() or not os.path.isfile(CLI):
+if not (BUILD / "python" / "autocastgen" / "policy" / "_load.py").is_file() or not os.path.isfile(CLI):
     pytest.skip(f"{BUILD} has no python/autocastgen or no CLI (build autocastgen and autocastgen_python)",
                 allow_module_level=True)
 sys.path.insert(0, str(BUILD / "python"))

@@ -3,7 +3,7 @@
 Note [atomic writes]: every file the package writes (report pages, advised policies, compile_policy's
 metadata and build files) goes through :func:`write_file`; the one stream, compile_policy's build
 log, is written in the entry's private build folder, which enters the cache whole by one rename
-(Note [the compile cache] in compile.py), and a failed write to it names the log. The bytes go to a new temporary in the
+(Note [the compile cache] in policy/_compile.py), and a failed write to it names the log. The bytes go to a new temporary in the
 target's own folder (``.NAME.XXXXXXXX.tmp``, so the rename stays on one file system), every
 ``write`` is checked, and the descriptor's ``close`` too (NFS and full disks report late); a record
 (``durable=True``: the compile cache's metadata) is also ``fsync``-ed before, and its folder after,

@@ -13,4 +13,4 @@ from ._aoti import export_aoti
 from ._onnx import NO_KERNEL_CHOICES, OnnxExport, export_onnx
 from ._program import DeployError, deployable_program
 
-__all__ = ["NO_KERNEL_CHOICES", "DeployError", "OnnxExport", "deployable_program", "export_aoti", "export_onnx"]
+__all__ = ["DeployError", "NO_KERNEL_CHOICES", "OnnxExport", "deployable_program", "export_aoti", "export_onnx"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from ._core.runtime import load_runtime
+from .._core.runtime import load_runtime
 
 
 def _agree(times: torch.Tensor) -> torch.Tensor:

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import torch
 
-from ._core.runtime import load_runtime
-from ._core.terminal import shown
-
-__all__ = ["PolicyError", "clear_runtime_policies", "load_policy", "register_runtime_policy", "shipped_policy"]
+from .._core.paths import SHARE, build_tree
+from .._core.runtime import load_runtime
+from .._core.terminal import shown
 
 # The first line of the runtime's error for a policy file; the rest is the CLI's diagnostics.
 _FILE_ERROR_HEADER = re.compile(r"\Aautocastgen: the runtime policy (?P<path>[^\n]*?) has errors:\n")
@@ -33,14 +32,10 @@ def shipped_policy(device: str) -> Path:
     ``advise`` or the CLI. From the pip package's ``share/autocastgen/policies/``, or the build tree's
     source. ``compile_policy(shipped_policy("cpu"))`` gives a pip user what a CMake build's
     ``build/lib/libautocastgen_torch_cpu.so`` is."""
-    here = Path(__file__).resolve().parent
-    folders = [here / "share" / "autocastgen" / "policies"]
-    try:
-        from . import _build_tree  # type: ignore[attr-defined]
-
-        folders.append(Path(_build_tree.POLICIES_DIR))
-    except (ImportError, AttributeError):
-        pass
+    folders = [SHARE / "policies"]
+    tree = build_tree()
+    if tree is not None and hasattr(tree, "POLICIES_DIR"):
+        folders.append(Path(tree.POLICIES_DIR))
     for folder in folders:
         if (folder / f"{device}.yaml").is_file():
             return folder / f"{device}.yaml"

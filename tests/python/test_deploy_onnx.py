@@ -23,7 +23,7 @@ autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
 import onnxruntime  # noqa: E402
 
-from autocastgen._export import program as _export_program  # noqa: E402
+from autocastgen._export import program as export_program  # noqa: E402
 from autocastgen.deploy._onnx import elem_types  # noqa: E402
 from autocastgen.deploy._onnx import kernels as onnx_kernels  # noqa: E402
 from autocastgen.deploy._onnx import passes as onnx_pass  # noqa: E402
@@ -292,7 +292,7 @@ def test_the_policys_casts_are_eagers() -> None:
     # The Casts without pkg.autocastgen.rewrite are the program's: the casts eager made on values
     # computed from the inputs (weights' casts are folded into bfloat16 initializers).
     _, _, _, program, export = case("block", "bfloat16", "baked")
-    program = _export_program.unguarded(program)  # the body out of autocastgen.export's guard scope
+    program = export_program.unguarded(program)  # the body out of autocastgen.export's guard scope
     constants = {*program.graph_signature.inputs_to_parameters, *program.graph_signature.inputs_to_buffers}
     eager_casts = [n for n in program.graph.nodes if n.target is torch.ops.aten._to_copy.default
                    and not (n.args[0].op == "placeholder" and n.args[0].name in constants)]

@@ -6,17 +6,17 @@ import os
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
+from ._core.paths import BIN, LIB
 
 
 def cli_path() -> Path:
     """The CLI binary installed with the pip package (autocastgen/bin/autocastgen)."""
-    return _HERE / "bin" / "autocastgen"
+    return BIN / "autocastgen"
 
 
 def cmake_dir() -> Path:
     """The folder with autocastgenConfig.cmake, for CMAKE_PREFIX_PATH or autocastgen_DIR."""
-    return _HERE / "lib" / "cmake" / "autocastgen"
+    return LIB / "cmake" / "autocastgen"
 
 
 def main(argv: list[str] | None = None) -> int:

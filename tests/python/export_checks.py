@@ -27,6 +27,26 @@ lists:
   fp32: [linear, addmm, mm]
 """
 
+class Seq2Seq(torch.nn.Module):
+    """An encoder-decoder transformers model on (input ids, decoder input ids), returning its logits."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=x, decoder_input_ids=y, use_cache=False).logits
+
+
+def small_t5(transformers: Any) -> Seq2Seq:
+    """A small T5ForConditionalGeneration from a config (test_export_models, test_deploy_models): its
+    self-attention's sdpa mask is the relative position bias, made from a parameter."""
+    config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
+                                   num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, use_cache=False)
+    return Seq2Seq(transformers.T5ForConditionalGeneration(config))
+
+
 CHILD = r"""
 import json, sys
 try:

@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import deploy_support as ds  # noqa: E402
 import requires  # noqa: E402
+from export_checks import small_t5  # noqa: E402
 from rotation import rotating  # noqa: E402
 
 autocastgen = ds.import_autocastgen()
@@ -43,26 +44,12 @@ def test_a_real_model_runs_in_onnxruntime_as_eager_ran(name: str, dtype: torch.d
     assert ds.wasted_casts(ds.graph_onnxruntime_runs(export, tmp_path)) == []
 
 
-class Seq2Seq(torch.nn.Module):
-    """T5's logits on (input ids, decoder input ids)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=x, decoder_input_ids=y, use_cache=False).logits
-
-
 def t5() -> tuple[torch.nn.Module, tuple[torch.Tensor, torch.Tensor]]:
     """A small T5ForConditionalGeneration (test_export_models.py's): self-attention's sdpa mask is the
     relative position bias, made from a parameter."""
     transformers = requires.module("transformers")  # scripts/models-venv: a skip elsewhere, an error there
     torch.manual_seed(0)
-    config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
-                                   num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
-                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, use_cache=False)
-    model = Seq2Seq(transformers.T5ForConditionalGeneration(config)).eval()
+    model = small_t5(transformers).eval()
     return model, (torch.randint(0, 128, (2, 16)), torch.randint(0, 128, (2, 12)))
 
 

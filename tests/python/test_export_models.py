@@ -32,7 +32,7 @@ CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 require_built(BUILD, "python/autocastgen/__init__.py", CPU_LIBRARY.relative_to(BUILD))
 
 import autocastgen  # noqa: E402
-from export_checks import SavedCases  # noqa: E402
+from export_checks import SavedCases, small_t5  # noqa: E402
 from rotation import rotating  # noqa: E402
 
 pytestmark = pytest.mark.skipif(autocastgen._export.supported() is not None, reason=str(autocastgen._export.supported()))
@@ -48,17 +48,6 @@ class Logits(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return getattr(self.model(x, **self.kwargs), self.field)
-
-
-class Seq2Seq(torch.nn.Module):
-    """An encoder-decoder transformers model on (input ids, decoder input ids), returning its logits."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.model(input_ids=x, decoder_input_ids=y, use_cache=False).logits
 
 
 class LSTMNet(torch.nn.Module):
@@ -105,12 +94,8 @@ def _built(name: str) -> tuple[torch.nn.Module, torch.Tensor | tuple[torch.Tenso
         # The decoder's cross-attention in float32. Self-attention's mask is the relative position
         # bias, made from a parameter: with gradients on the CPU's sdpa runs its math kernel, under
         # no_grad its flash kernel, each laying out its result otherwise (issue 57).
-        config = transformers.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2,
-                                       num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8,
-                                       relative_attention_max_distance=16, decoder_start_token_id=0, pad_token_id=0,
-                                       eos_token_id=1, use_cache=False)
         decoder_ids = torch.randint(0, 128, (2, 12))
-        return (Seq2Seq(transformers.T5ForConditionalGeneration(config)), (ids, decoder_ids),
+        return (small_t5(transformers), (ids, decoder_ids),
                 "model.decoder.block.1.layer.1.EncDecAttention")
     if name == "convbn":
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),

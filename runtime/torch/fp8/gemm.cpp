@@ -225,7 +225,7 @@ class Fp8Gemm : public ::torch::autograd::Function<Fp8Gemm> {
     bool add_after = false;
     // DTensor's _scaled_mm takes no bias (Note [fp8 under tensor parallel]). What the GEMM meets
     // decides: a float8 all-gathered weight (Note [float8 all-gather] in
-    // python/autocastgen/_float8_all_gather.py) is a subclass whose fp8 data is a plain tensor.
+    // python/autocastgen/distributed/_float8_all_gather.py) is a subclass whose fp8 data is a plain tensor.
     const bool subclass = any_eager_subclass({&qa.data, &b8, &add});
     if (add.defined() && spec.beta != 0.0) {
       if (!subclass && spec.beta == 1.0 && add.dim() == 1 && add.size(0) == n &&

@@ -238,7 +238,7 @@ std::pair<double, double> measure(const Recipe& recipe, c10::Device device, c10:
 }
 
 // Sums both times over the default process group's ranks (Note [fp8 selection]) when the Python
-// package defined the op (python/autocastgen/_fp8_select.py); otherwise returns them as they are.
+// package defined the op (python/autocastgen/policy/_fp8.py); otherwise returns them as they are.
 std::pair<double, double> agree(std::pair<double, double> times, c10::Device device) {
   // Looked up at every new class: the Python package may define it after the first.
   const auto op = c10::Dispatcher::singleton().findOp({"autocastgen::fp8_select_agree", ""});

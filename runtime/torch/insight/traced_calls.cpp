@@ -27,7 +27,7 @@ namespace autocastgen::stats::detail {
 // marked side-effectful only (kept, not ordered; 2.4 and 2.7 order them as effects): Inductor 2.15
 // frees a buffer that an effectful op reads before the kernels that still read it, and
 // stats_traced_call moves to the graph's start in Inductor (Note [statistics first in Inductor's
-// graphs] in python/autocastgen/_traced.py). Their calls count as compiled_calls: the cast cache's
+// graphs] in python/autocastgen/_core/traced.py). Their calls count as compiled_calls: the cast cache's
 // fields are not known for them (Note [compiled calls] in insight/stats_json.cpp). With everything
 // off nothing is emitted, and the guard of Note [reads while tracing] includes the switch word, so
 // turning any of them on traces again at the next call. Records live for the process (one per

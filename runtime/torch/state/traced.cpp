@@ -35,7 +35,7 @@ namespace autocastgen::detail {
 // whether it is being traced (a TorchDispatchMode is active: FakeTensorMode, the proxy and
 // functional modes of AOTAutograd), and if so calls the Python op autocastgen::trace_note_read,
 // which adds one guard per traced frame comparing autocast_trace_key() at the frame's entry with
-// its value at every later call (python/autocastgen/_traced.py). The op is called at the CPU key
+// its value at every later call (python/autocastgen/_core/traced.py). The op is called at the CPU key
 // directly, past the active modes: it is bookkeeping, not part of the graph. Without the Python
 // package the op does not exist and nothing is noted (C++ programs have no torch.compile).
 bool is_traced(const at::Tensor& tensor) {
@@ -76,7 +76,7 @@ bool note_driver_call_if_traced() {
 // runtime policy (or a generated library) after compiling must not reuse it, in this process
 // (Dynamo's guards) or in the next one (AOTAutograd's cache looks graphs up by a key that holds
 // Dynamo's graph, the same for any policy, and the trace key: Note [the state in compile cache
-// keys] in python/autocastgen/_traced.py). So the key names the policies by content, not by a
+// keys] in python/autocastgen/_core/traced.py). So the key names the policies by content, not by a
 // counter another process would repeat: a 64-bit FNV-1a digest over the descriptions of the
 // runtime policies installed since the last clear, in order (the same loads give the same key;
 // other loads that end in the same table only trace again), and one over the identities of the

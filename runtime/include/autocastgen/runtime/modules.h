@@ -142,7 +142,7 @@ struct RegisteredPattern {
 [[nodiscard]] TORCH_API std::vector<RegisteredPattern> registered_patterns();
 
 // Changes whenever module rules are registered or dropped: part of the key compiled graphs are
-// guarded on (Note [guards on the own state] in python/autocastgen/_traced.py).
+// guarded on (Note [guards on the own state] in python/autocastgen/_core/traced.py).
 [[nodiscard]] TORCH_API uint64_t rules_generation();
 
 }  // namespace modules

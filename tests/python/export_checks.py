@@ -55,8 +55,15 @@ except ModuleNotFoundError:
     pass
 else:
     raise SystemExit("autocastgen is importable in the child")
+import importlib
 import torch
 folder = sys.argv[1]
+# The libraries of the programs' custom ops, as the loading process of a deployment imports them.
+child = json.load(open(f"{folder}/child.json"))
+sys.path[:0] = child["path"]
+for library in child["imports"]:
+    importlib.import_module(library)
+assert "autocastgen" not in sys.modules, "a custom-op library imported autocastgen"
 results = {}
 for name in json.load(open(f"{folder}/cases.json")):
     program = torch.export.load(f"{folder}/{name}.pt2")
@@ -76,11 +83,14 @@ print(json.dumps(results))
 
 
 class SavedCases:
-    """Programs saved into one folder, checked by one child process."""
+    """Programs saved into one folder, checked by one child process. ``imports``: the modules that
+    register the programs' custom ops (``transformers.integrations.moe``), imported by the child
+    before it loads them, found on ``path`` (folders put first on its sys.path) or its own."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, imports: tuple[str, ...] = (), path: tuple[str | Path, ...] = ()) -> None:
         self.folder = folder
         self.names: list[str] = []
+        self.imports, self.path = tuple(imports), [str(p) for p in path]
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, name: str, program: torch.export.ExportedProgram, args: tuple, kwargs: dict,
@@ -92,6 +102,7 @@ class SavedCases:
 
     def check(self) -> dict[str, Any]:
         (self.folder / "cases.json").write_text(json.dumps(self.names))
+        (self.folder / "child.json").write_text(json.dumps({"imports": self.imports, "path": self.path}))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTOCASTGEN_", "PYTHON", "LD_PRELOAD"))}
         result = subprocess.run([sys.executable, "-I", "-c", CHILD, str(self.folder)], env=env,
                                 capture_output=True, text=True, timeout=600, check=False)

@@ -37,7 +37,7 @@ namespace autocastgen {
 // reason names a policy's pattern, `place <pattern>`, which can be longer); the Python reader
 // refuses a member name over kMaxStatsKeyBytes of UTF-8 (its text is at least that long).
 //
-// tests/python/test_stats.py writes long names through real runs and reads them back with the
+// tests/python/insight/test_stats.py writes long names through real runs and reads them back with the
 // CLI and the Python reporter; tests/report/test_report_hostile.py checks that both readers take
 // a name of exactly the bound and refuse one byte more.
 inline constexpr size_t kMaxStatsNameBytes = size_t{1} << 20;  // 1 MiB: ten times the longest path a test writes

@@ -26,7 +26,7 @@ every case. When no landing adds more than MAX_STEP commits, every block holds a
 - every case runs in at least one of any (W - 1) x MAX_STEP + 1 consecutive landings (the worst:
   landings of one commit each, walking through the W - 1 other walls), and
 - the index moves by at most (W + 1) x MAX_STEP - 1 between two runs that take a case.
-tests/python/test_rotation.py checks both bounds against every sequence of steps 1..MAX_STEP (a
+tests/python/support/test_rotation.py checks both bounds against every sequence of steps 1..MAX_STEP (a
 longest-path search) for the real tests' shapes and others. A landing of more commits (several
 merges at once) may jump a block: that case waits for the next cycle of blocks, and only a run of
 such landings can keep a window out for longer. MAX_STEP = 32: one branch's merge added 2-17

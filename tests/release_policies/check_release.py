@@ -14,7 +14,7 @@
    AutocastXPU/MTIA/MAIA.
 3. Live registrations (the installed releases: `scripts/torch-releases list --installed`, where
    that release's venv exists or it is this interpreter's torch): the release's own torch runs
-   tests/python/test_shipped_policies.py (less the fake-device behaviour tests), which compares
+   tests/python/policy/test_shipped_policies.py (less the fake-device behaviour tests), which compares
    cpu.yaml, cuda.yaml and generic.yaml with what its dispatcher registers on AutocastCPU,
    AutocastCUDA and AutocastXPU/MTIA/MAIA, and runs every cpu.yaml op under CPU autocast. scripts/test
    makes the venv of one installed release per run (a rotation); the full build against a release

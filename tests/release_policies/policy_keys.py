@@ -1,5 +1,5 @@
 """Which PyTorch autocast dispatch keys each shipped policy stands for (shared by the release checks
-and tests/python/test_shipped_policies.py)."""
+and tests/python/policy/test_shipped_policies.py)."""
 
 # generic.yaml is the device-neutral list that PyTorch registers for XPU, MTIA (from 2.7) and MAIA
 # (from 2.8), and offers PrivateUse1 backends; a key that a torch build lacks, or for which nothing

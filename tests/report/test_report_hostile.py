@@ -149,7 +149,7 @@ def test_good_files_with_hostile_parts_make_a_page(tmp_path):
 
 
 def test_both_readers_take_names_of_the_bound_and_refuse_one_byte_more(tmp_path):
-    # The readers agree on the bounds the runtime writes within (tests/python/test_stats.py writes
+    # The readers agree on the bounds the runtime writes within (tests/python/insight/test_stats.py writes
     # names past them through real runs): every kind of name at exactly its bound reads in the
     # stats verb and the reporter; one byte more is an error at the same place in both. Past its
     # bound a member name is yaml-cpp's error in the stats verb ("end of map flow not found").

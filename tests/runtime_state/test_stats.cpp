@@ -296,7 +296,7 @@ TEST_F(Stats, OwnCacheEvictionsAreCounted) {
   EXPECT_EQ(e.at("cache_evictions"), 64);
 }
 
-// Note [the overflowing model] (tests/python/test_finite_watch.py): 300s times 300s over 8 terms
+// Note [the overflowing model] (tests/python/insight/test_finite_watch.py): 300s times 300s over 8 terms
 // is 720000, above float16's 65504.
 struct Overflowing {
   at::Tensor x = at::full({2, 8}, 300.0);

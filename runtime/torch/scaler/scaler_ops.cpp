@@ -251,7 +251,7 @@ TORCH_LIBRARY_IMPL(autocastgen, Functionalize, m) {
 // list into IValues and back just to find that nothing requires grad (bench: host/dispatch_*).
 // A fallthrough, which that fallback's own warning recommends for non-differentiable ops, skips
 // the key. PyTorch's _amp_ ops behave the same way: no version counter bump, no error for a leaf
-// that requires grad (tests/python/test_scaler.py pins both).
+// that requires grad (tests/python/grad_scaler/test_scaler.py pins both).
 TORCH_LIBRARY_IMPL(autocastgen, Autograd, m) {
   m.impl("non_finite_check_and_unscale_", torch::CppFunction::makeFallthrough());
   m.impl("update_scale_", torch::CppFunction::makeFallthrough());

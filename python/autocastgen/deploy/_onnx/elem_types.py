@@ -1,6 +1,6 @@
 """ONNX's element types (``onnx.TensorProto.DataType``) by the numbers the ONNX standard gives them:
 the export's sets of types are made when its modules are imported, before onnx is (packages.py).
-tests/python/test_deploy_onnx.py checks each against onnx's."""
+tests/python/deploy/test_deploy_onnx.py checks each against onnx's."""
 
 FLOAT = 1
 UINT8 = 2

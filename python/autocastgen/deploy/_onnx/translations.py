@@ -26,7 +26,7 @@ def translations() -> dict[Any, Any]:
 # PyTorch's translation (MatMul, Softmax, MatMul in the input's dtype) rounds after each step; run
 # in float32 with one rounding (Note [one rounding per op]) it still differs from eager in 31 % of a
 # small causal attention layer's outputs, this one in 3 % (bfloat16; float16: 19 % against 31 %, the
-# kernel's exp being a 20-bit approximation; tests/python/test_deploy_onnx.py). It is the kernel's
+# kernel's exp being a 20-bit approximation; tests/python/deploy/test_deploy_onnx.py). It is the kernel's
 # arithmetic for up to 512 keys (one block; longer sequences rescale from block to block). Other
 # calls (float32, dropout, dynamic shapes) take PyTorch's translation.
 def attention_to_onnx(query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,

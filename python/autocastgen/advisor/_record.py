@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+import torch
 
 from .._core.ranges import FORMATS, LOWER_RULE
+from .._core.runtime import load_runtime
+from .._core.terminal import shown
 from ..policy import clear_runtime_policies, load_policy
-
-# The default lower-precision dtype per device (docs/policy-language.md, Devices): a policy
-# without `lower_precision:` has only that one.
-_DEFAULT_LOWER = {
-    "cpu": "bfloat16", "cuda": "float16", "xpu": "float16", "ipu": "float16", "hpu": "bfloat16",
-    "xla": "bfloat16", "mps": "float16", "mtia": "float16", "maia": "bfloat16", "privateuseone": "float16",
-}
 
 
 class AdviseError(ValueError):
@@ -72,20 +68,42 @@ def _module_name(path: str) -> str:
 
 def base_autocast(path: str | os.PathLike[str]) -> tuple[str, list[str]]:
     """The base policy's device and lower-precision dtypes, through its `extends:` chain (the
-    file's own `autocast:` fields override its base's). The policy must already have loaded."""
-    def fields(file: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
-        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        merged: dict[str, Any] = {}
-        extends = data.get("extends")
-        if isinstance(extends, str) and file.resolve() not in seen:
-            merged = fields(file.parent / extends, (*seen, file.resolve()))
-        merged.update(data.get("autocast") or {})
-        return merged
+    file's own `autocast:` fields override its base's), as the runtime's policy reader resolves
+    them (the CLI's; Python reads no YAML); without `lower_precision:` in the chain, the device's
+    default dtype alone. The policy must already have loaded."""
+    file = os.path.abspath(os.fsdecode(path))
+    folder, name = os.path.split(file)
+    if not _is_utf8(name):  # as load_policy says
+        raise AdviseError(f"the base policy '{shown(file)}': its file name is not UTF-8 (the runtime reads UTF-8)")
+    if _is_utf8(folder):
+        device, lower, given = _autocast_header(file)
+    else:  # the runtime's op takes text: through a link to the folder, as load_policy reads it
+        with tempfile.TemporaryDirectory(prefix="autocastgen-policy-") as directory:
+            link = os.path.join(directory, "folder")
+            os.symlink(folder, link)
+            device, lower, given = _autocast_header(os.path.join(link, name))
+    return device, lower if given else lower[:1]
 
-    merged = fields(Path(path), ())
-    device = str(merged.get("device", ""))
-    lower = merged.get("lower_precision") or [_DEFAULT_LOWER.get(device, "float16")]
-    return device, [str(d) for d in lower]
+
+def _autocast_header(file: str) -> tuple[str, list[str], bool]:
+    """policy_autocast_header in runtime/torch/policies/runtime_policy.cpp: the resolved device, its
+    lower-precision dtypes (the device's default first when the chain gives none), whether given."""
+    load_runtime()
+    try:
+        device, lower, given = torch.ops.autocastgen.policy_autocast_header(file)
+    except RuntimeError as error:
+        if not str(error).startswith("autocastgen: the policy "):
+            raise
+        raise AdviseError(str(error).rstrip("\n")) from None
+    return str(device), [str(d) for d in lower], bool(given)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that were not UTF-8 in a file name (surrogateescape)
+        return False
+    return True
 
 
 def _check_base(policy: str, dtype: str, device: str | None) -> None:

@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -727,6 +728,30 @@ size_t load_runtime_policy_text(const std::string& text, const std::string& name
   return install_chain(chain, diags, messages, context, where, name);
 }
 
+namespace {
+
+// A policy file's `autocast:` header as the resolver gives it, its `extends:` chain applied (each
+// file's fields override its base's): the device, the lower-precision dtypes (the device's default
+// first, then the other, when no file gives `lower_precision:`), and whether a file gives them. The
+// advisor's base policy (python/autocastgen/advisor/_record.py): Python reads no YAML itself.
+std::tuple<std::string, std::vector<std::string>, bool> policy_autocast_header(const std::string& path) {
+  SourceManager sources;
+  std::ostringstream messages;
+  DiagnosticEngine diags(sources, messages);
+  const std::string context = c10::str("autocastgen: the policy ", printable(path), " has errors:\n");
+  const std::optional<std::vector<policy::PolicyFile>> chain = policy::load_policy_chain(path, sources, diags);
+  TORCH_CHECK(chain && !diags.has_errors(), context, printable(messages.str()));
+  const RegisteredSchemas registered = registered_schemas(/*namespaces=*/{});
+  const std::optional<policy::ResolvedPolicy> resolved =
+      policy::resolve_policy(*chain, registered.schemas, diags, running_release());
+  TORCH_CHECK(resolved && !diags.has_errors(), context, printable(messages.str()));
+  const bool given = std::any_of(chain->begin(), chain->end(),
+                                 [](const policy::PolicyFile& file) { return file.lower_precision.has_value(); });
+  return {resolved->device, resolved->lower_precision, given};
+}
+
+}  // namespace
+
 void clear_runtime_policies() {
   Registry::get().clear();
   detail::note_runtime_policies_cleared();
@@ -782,6 +807,8 @@ TORCH_LIBRARY_FRAGMENT(autocastgen, m) {
           return static_cast<int64_t>(autocastgen::load_runtime_policy_text(text, name, base));
         }));
   m.def("clear_runtime_policies() -> ()", bookkeeping([] { autocastgen::clear_runtime_policies(); }));
+  m.def("policy_autocast_header(str path) -> (str, str[], bool)",
+        bookkeeping([](const std::string& path) { return autocastgen::policy_autocast_header(path); }));
   // Note [a policy for one export].
   m.def("runtime_policies_push() -> ()", bookkeeping([] { autocastgen::push_runtime_policies(); }));
   m.def("runtime_policies_pop() -> ()", bookkeeping([] { autocastgen::pop_runtime_policies(); }));

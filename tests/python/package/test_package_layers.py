@@ -15,7 +15,9 @@ its source with the ast module: folders show the features, imports go one way.
 - with a build: the build's copy of the package is the source's (python/CMakeLists.txt), with no
   module the source lacks; every module imports; every documented path (``autocastgen.X.Y`` and
   ``python -m autocastgen.X`` in docs/ and README.md) still resolves; a missing onnx is an
-  ImportError saying what to install.
+  ImportError saying what to install; with no yaml (pyproject.toml declares torch alone), every
+  module imports and the advisor reads its base policy's ``autocast:`` through ``extends:`` chains
+  (from the runtime's reader) as it read them with PyYAML.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ LAYERS = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
 # cmake/AutocastgenInstall.cmake).
 GENERATED = {"autocastgen._build_info", "autocastgen._build_tree", "autocastgen._C"}
 # pyproject.toml's dependencies, as the names they are imported by.
-IMPORTED_AS = {"torch": {"torch"}, "pyyaml": {"yaml"}}
+IMPORTED_AS = {"torch": {"torch"}}
 # Optional third-party packages: the one module that imports each (None: nothing may), inside a
 # `try` whose ImportError handler says what to install. numpy comes with onnx (torch does not bring it).
 ONNX_BOUNDARY = "autocastgen.deploy._onnx.packages"
@@ -417,6 +419,7 @@ def test_each_rule_catches_what_it_is_for(tmp_path):
         "policy/__init__.py": ("from .. import advise\n", "imports the package root"),
         "state.py": ("def later():\n    from . import places\n", "inside a function"),
         "places.py": ("import requests\n", "pyproject.toml does not declare"),
+        "advisor/_record.py": ("import yaml\n", "pyproject.toml does not declare"),
         "insight/__init__.py": ("import onnx\n", "outside its boundary"),
         "grad_scaler.py": ("def board():\n    import tensorboard\n", "outside its boundary"),
         "reporter/view.py": ("import torch\n", "must import without torch"),
@@ -545,3 +548,50 @@ except ImportError as error:
     done = _run(code)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "pip install onnx onnxscript onnxruntime" in done.stdout, done.stdout
+
+
+@needs_build
+def test_the_package_imports_no_yaml(tmp_path):
+    """PyYAML is not a dependency (torch does not bring it): with ``import yaml`` failing, every module
+    imports, and the advisor's base policy (load_policy, then base_autocast, as _check_base reads it)
+    gives through its ``extends:`` chain what the advisor read with PyYAML: the nearest file's device
+    and ``lower_precision:``, else the device's default dtype alone; a folder that is not UTF-8 too."""
+    policies = ROOT / "schemas" / "policies"
+    odd = os.fsdecode(b"odd \xff")
+    for folder in ("bases", "derived", odd):
+        (tmp_path / folder).mkdir()
+    cases = {  # file -> (its text, what base_autocast gives)
+        "bases/cpu_fp16.yaml": (f"extends: {json.dumps(str(policies / 'cpu.yaml'))}\n"
+                                "autocast:\n  lower_precision: [float16]\n", ["cpu", ["float16"]]),
+        "bases/bare.yaml": ("autocast:\n  device: cpu\n", ["cpu", ["bfloat16"]]),
+        "derived/inherits.yaml": ("extends: ../bases/cpu_fp16.yaml\n", ["cpu", ["float16"]]),
+        "derived/defaults.yaml": ("extends: ../bases/bare.yaml\n", ["cpu", ["bfloat16"]]),
+        "derived/moves.yaml": ("extends: ../bases/cpu_fp16.yaml\nautocast:\n  device: cuda\n", ["cuda", ["float16"]]),
+        "derived/cuda.yaml": (f"extends: {json.dumps(str(policies / 'cuda.yaml'))}\n",
+                              ["cuda", ["float16", "bfloat16"]]),
+        f"{odd}/odd.yaml": ("extends: ../derived/inherits.yaml\nautocast:\n  lower_precision: [bfloat16, float16]\n",
+                            ["cpu", ["bfloat16", "float16"]]),
+    }
+    for name, (text, _) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    paths = [os.fsencode(tmp_path / name).hex() for name in cases]
+    modules = sorted(name for name in read_package() if not name.endswith(".__main__"))
+    code = f"""
+import importlib, json, os, sys
+sys.modules["yaml"] = None  # as if PyYAML were not installed: `import yaml` raises ImportError
+for name in {modules!r}:
+    importlib.import_module(name)
+from autocastgen.advisor import base_autocast
+from autocastgen.policy import clear_runtime_policies, load_policy
+got = []
+for path in {paths!r}:
+    path = os.fsdecode(bytes.fromhex(path))
+    clear_runtime_policies()
+    load_policy(path)
+    got.append(list(base_autocast(path)))
+print(json.dumps(got))
+"""
+    done = _run(code)
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == [expected for _, expected in cases.values()]

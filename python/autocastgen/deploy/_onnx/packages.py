@@ -2,7 +2,7 @@
 onnxscript and onnxruntime (and numpy, which onnx brings; torch does not).
 
 Note [optional packages]: ``import autocastgen`` needs none of them (pyproject.toml declares torch
-and PyYAML only). The modules of the ONNX export read them through the names below, each a module
+alone). The modules of the ONNX export read them through the names below, each a module
 of one of them imported the first time something of it is used; a package that is missing is then
 an ImportError that says what to install, not a ModuleNotFoundError from deep inside the export.
 ``export_onnx`` asks for all three first (``require``), before it does any work.

@@ -2,6 +2,7 @@
 
   autocastgen apply IN.pt2 [--policy P.yaml] --dtype float16|bfloat16 [--device cpu] -o OUT.pt2 [--trust-program]
   autocastgen precision-map PROGRAM.pt2 [--by module|op] [--format text|json] [--trust-program]
+  (either: [--import MODULE ...], the libraries that register the program's custom ops, imported first)
 
 ``apply`` is ``autocastgen.apply_policy`` on a saved float32 program; ``precision-map`` prints
 ``precision_map`` of a saved program (docs/export.md). Both read the program as data (Note [a
@@ -11,6 +12,7 @@ program file is data] in program_file.py) unless ``--trust-program`` says the fi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -66,13 +68,17 @@ def main(argv: list[str] | None = None) -> int:
     apply.add_argument("--device", default="cpu")
     apply.add_argument("-o", "--output", required=True)
     apply.add_argument("--trust-program", action="store_true")
+    apply.add_argument("--import", dest="imports", action="append", default=[])
     mapping = verbs.add_parser("precision-map")
     mapping.add_argument("program")
     mapping.add_argument("--by", default="module", choices=["module", "op"])
     mapping.add_argument("--format", default="text", choices=["text", "json"])
     mapping.add_argument("--trust-program", action="store_true")
+    mapping.add_argument("--import", dest="imports", action="append", default=[])
     args = parser.parse_args(argv)
     try:
+        for module in args.imports:  # a custom op's library: the program's graph resolves its op by name
+            importlib.import_module(module)
         return _apply(args) if args.verb == "apply" else _map(args)
     except Exception as error:  # noqa: BLE001 - the CLI's contract: a message and a non-zero exit
         # A policy's diagnostics are already shown escaped, over several lines (source, caret).

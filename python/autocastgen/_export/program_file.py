@@ -413,7 +413,8 @@ def _check_graph(document: Any, error: Any) -> None:
                             "(--trust-program, trusted=True)")
             if not _is_operator(target):
                 raise error(f"{where}: calls {target[:200]!r}, which is not an operator of this PyTorch; if it is a "
-                            "custom op, import the library that registers it before reading the program")
+                            "custom op, import the library that registers it before reading the program (the CLI: "
+                            "--import MODULE)")
         elif isinstance(value, dict) and "expr_str" in value:
             _check_expression(value["expr_str"], lambda what: error(f"{where}: {what}"))
 

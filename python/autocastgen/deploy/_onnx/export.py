@@ -79,7 +79,8 @@ _ONNX_TYPE = {torch.float32: FLOAT, torch.uint8: UINT8, torch.int8: INT8, torch.
 def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None, *,
                 device: str | None = None, dtype: torch.dtype | None = None, policy: Any = None,
                 no_kernel: str = "float32", provider: str = "CPUExecutionProvider", opset: int | None = None,
-                path: str | Path | None = None, check: bool = True, trusted: bool = False) -> OnnxExport:
+                path: str | Path | None = None, check: bool = True, trusted: bool = False,
+                translations: dict[Any, Any] | None = None) -> OnnxExport:
     """A baked program as ONNX that passes onnx.checker and loads in onnxruntime with `provider`.
 
     `program`: a baked ExportedProgram, a file torch.export.save wrote of one (read as data unless
@@ -88,8 +89,10 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     for in their dtype: "float32" runs them in float32 with the dtype's rounding (casts around them),
     "keep" leaves and lists them, "error" raises DeployError naming them. `check` runs onnx.checker
     and opens a session (with "float32", a node the session still finds no kernel for is also run in
-    float32). Note [the ONNX pass] in passes.py. Needs onnx, onnxscript and onnxruntime (an ImportError
-    that says what to install where one is missing: Note [optional packages] in packages.py)."""
+    float32). `translations`: {op overload: ONNX Script function} for ops torch.onnx cannot
+    translate (a custom op: Note [custom ops in ONNX]), over ours. Note [the ONNX pass] in passes.py.
+    Needs onnx, onnxscript and onnxruntime (an ImportError that says what to install where one is
+    missing: Note [optional packages] in packages.py)."""
     require()
     if no_kernel not in NO_KERNEL_CHOICES:
         raise ValueError(f"no_kernel={no_kernel!r}: expected one of {NO_KERNEL_CHOICES}")
@@ -104,7 +107,7 @@ def export_onnx(program: Any, args: Sequence[Any] = (), kwargs: dict[str, Any] |
     except Fp8ExportError as error:
         raise DeployError(str(error)) from None
     scalar_arithmetic_in_float32(program)
-    model = _translate(program, opset)
+    model = _translate(program, opset, translations or {})
     result = OnnxExport(model, provider)
     passes.add_module_paths(model)
     _stamp(model, program)
@@ -156,12 +159,40 @@ def _fit_to_kernels(result: OnnxExport, model: Any, kernels: Any, no_kernel: str
         forced.add(refused)
 
 
-def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
+# Note [custom ops in ONNX]
+# A custom op (torch.library; transformers::grouped_mm_fallback of transformers' MoE experts) stays
+# whole in a baked program, its policy's casts around it, and ONNX has no operator for it: torch.onnx
+# finds no translation and fails. The refusal names the op and how to give one: an ONNX Script
+# function of the op's arguments in `translations=` (torch.onnx's custom_translation_table), which
+# receives them in the dtypes the policy cast them to; the pass then treats its nodes as any others
+# (a node without a kernel in its dtype run in float32, one rounding per call).
+_NO_FUNCTION = re.compile(r"No ONNX function found for <OpOverload\(op='([^']+)', overload='([^']+)'\)>")
+
+
+def _untranslatable(error: BaseException, program: torch.export.ExportedProgram) -> str | None:
+    """Note [custom ops in ONNX]: the refusal of an op torch.onnx has no translation for, or None."""
+    match = _NO_FUNCTION.search(str(error))
+    if match is None:
+        return None
+    namespace, _, name = match.group(1).partition(".")
+    overload = match.group(2)
+    nodes = [n.name for n in program.graph.nodes
+             if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+             and n.target.name() == f"{namespace}::{name}" + ("" if overload == "default" else f".{overload}")]
+    where = (f" ({len(nodes)} node{'s' if len(nodes) != 1 else ''}: {', '.join(nodes[:3])}"
+             f"{', ...' if len(nodes) > 3 else ''})")
+    return (f"torch.onnx cannot translate the program: ONNX has no translation of {namespace}::{name}"
+            f"{'' if overload == 'default' else '.' + overload}{where if nodes else ''}. Register one: "
+            f"export_onnx(..., translations={{torch.ops.{namespace}.{name}.{overload}: function}}), an ONNX Script "
+            f"function of the op's arguments returning its outputs (docs/deploy.md, \"Custom ops\")")
+
+
+def _translate(program: torch.export.ExportedProgram, opset: int | None, extra: dict[Any, Any]) -> Any:
     """torch.onnx's translation, without its optimizer: its rewrites ignore dtypes (a BatchNorm with
     float32 parameters folded into a bfloat16 Conv gives a Conv of two types); _fold_constants
-    does what the pass needs of it."""
+    does what the pass needs of it. `extra`: the caller's translations over ours."""
     options: dict[str, Any] = {"dynamo": True, "verbose": False, "optimize": False,
-                               "custom_translation_table": translations.translations()}
+                               "custom_translation_table": {**translations.translations(), **extra}}
     if opset is not None:
         options["opset_version"] = opset
     # Its registry warns once per torchvision op when torchvision is absent, which no model here uses.
@@ -175,6 +206,9 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None) -> Any:
         try:
             return torch.onnx.export(program, **options).model_proto
         except Exception as error:  # torch.onnx's ConversionError and what it wraps
+            refusal = _untranslatable(error, program)
+            if refusal is not None:
+                raise DeployError(refusal) from error
             summary = str(error).partition("## Exception summary")[2].strip().splitlines()
             raise DeployError("torch.onnx cannot translate the program: "
                               + (summary[0] if summary else str(error).splitlines()[0])) from error

@@ -2,10 +2,59 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
+# Note [the wheel's parts]
+# scripts/wheel installs into one folder, the package's, one torch-free build
+# (AUTOCASTGEN_WHEEL_PART=base: bin/, include/, share/, the CMake package) and one build per torch
+# release (=runtime, against the release's headers, Note [building against a release's headers]):
+# _runtime/torch-X.Y/ (the runtime, its CUDA part, the kernels, autocastgen._C, build_info.json)
+# and lib/cmake/autocastgen/torch-X.Y/ (their targets, which the CMake package includes for the
+# torch it finds). autocastgen/_core/runtime.py loads the folder of the imported torch's release.
+set(AUTOCASTGEN_WHEEL_PART "" CACHE STRING
+  "scripts/wheel: install the torch-free part (base) or one release's runtime (runtime); empty: everything")
+set_property(CACHE AUTOCASTGEN_WHEEL_PART PROPERTY STRINGS "" base runtime)
+set(AUTOCASTGEN_RUNTIMES_PER_RELEASE OFF)
+if(AUTOCASTGEN_WHEEL_PART STREQUAL "runtime")
+  if(NOT AUTOCASTGEN_TORCH_RELEASE_DIR)
+    message(FATAL_ERROR "autocastgen: AUTOCASTGEN_WHEEL_PART=runtime is built against a release's headers (AUTOCASTGEN_TORCH_RELEASE_DIR)")
+  endif()
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" release_minor "${AUTOCASTGEN_TORCH_VERSION}")
+  set(runtime_dir _runtime/torch-${release_minor})
+  set(runtime_targets)
+  foreach(lib autocastgen_runtime_torch autocastgen_runtime_torch_cuda autocastgen_kernels autocastgen_kernels_cuda)
+    if(TARGET ${lib})
+      list(APPEND runtime_targets ${lib})
+      string(REPLACE "autocastgen_" "" export_name ${lib})
+      # torch's libraries: already loaded by the torch that imports us, or beside it in site-packages.
+      set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name} INSTALL_RPATH "$ORIGIN;$ORIGIN/../../../torch/lib")
+    endif()
+  endforeach()
+  install(TARGETS ${runtime_targets} EXPORT autocastgenRuntimeTargets
+    LIBRARY DESTINATION ${runtime_dir} ARCHIVE DESTINATION ${runtime_dir} INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT autocastgenRuntimeTargets NAMESPACE autocastgen::
+    DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/autocastgen/torch-${release_minor})
+  if(AUTOCASTGEN_SCALER_CUDA_OPS)
+    set(cuda_part true)
+  else()
+    set(cuda_part false)
+  endif()
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/wheel_runtime/build_info.json CONTENT
+"{\"torch\": \"${AUTOCASTGEN_TORCH_VERSION}\", \"cuda\": \"${AUTOCASTGEN_TORCH_CUDA_VERSION}\", \"cuda_part\": ${cuda_part}, \"cxx11_abi\": ${AUTOCASTGEN_TORCH_CXX11_ABI}}
+")
+  install(FILES ${PROJECT_BINARY_DIR}/wheel_runtime/build_info.json DESTINATION ${runtime_dir})
+  return()
+elseif(AUTOCASTGEN_WHEEL_PART STREQUAL "base")
+  if(AUTOCASTGEN_WITH_TORCH)
+    message(FATAL_ERROR "autocastgen: AUTOCASTGEN_WHEEL_PART=base is the torch-free part (AUTOCASTGEN_WITH_TORCH=OFF)")
+  endif()
+  set(AUTOCASTGEN_RUNTIMES_PER_RELEASE ON)
+elseif(AUTOCASTGEN_WHEEL_PART)
+  message(FATAL_ERROR "autocastgen: AUTOCASTGEN_WHEEL_PART is base, runtime or empty, not ${AUTOCASTGEN_WHEEL_PART}")
+endif()
+
 set(install_targets autocastgen)
 set_target_properties(autocastgen PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-foreach(lib autocastgen_runtime_torch autocastgen_kernels autocastgen_kernels_cuda)
-  if(TARGET ${lib})
+foreach(lib autocastgen_runtime_torch autocastgen_runtime_torch_cuda autocastgen_kernels autocastgen_kernels_cuda)
+  if(TARGET ${lib} AND NOT AUTOCASTGEN_RUNTIMES_PER_RELEASE)  # the wheel's are per release
     list(APPEND install_targets ${lib})
     string(REPLACE "autocastgen_" "" export_name ${lib})
     set_target_properties(${lib} PROPERTIES EXPORT_NAME ${export_name} INSTALL_RPATH "$ORIGIN")
@@ -51,12 +100,25 @@ endif()
 # _build_info.py records the torch the wheel was built against; importing checks it.
 if(SKBUILD AND TARGET autocastgen_runtime_torch)
   set_target_properties(autocastgen_runtime_torch PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/../../torch/lib")
+  if(TARGET autocastgen_runtime_torch_cuda)
+    set_target_properties(autocastgen_runtime_torch_cuda PROPERTIES INSTALL_RPATH "$ORIGIN;$ORIGIN/../../torch/lib")
+  endif()
   file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py CONTENT
 "\"\"\"How this autocastgen package was built (written by cmake/AutocastgenInstall.cmake).\"\"\"
 
 VERSION = \"${PROJECT_VERSION}\"
 TORCH_VERSION = \"${AUTOCASTGEN_TORCH_VERSION}\"
 TORCH_CUDA_VERSION = \"${AUTOCASTGEN_TORCH_CUDA_VERSION}\"
+")
+  install(FILES ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py DESTINATION .)
+endif()
+if(AUTOCASTGEN_RUNTIMES_PER_RELEASE)  # the wheel's: its version; the releases are its _runtime/ folders
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py CONTENT
+"\"\"\"How this autocastgen package was built (written by cmake/AutocastgenInstall.cmake for scripts/wheel).\"\"\"
+
+VERSION = \"${PROJECT_VERSION}\"
+TORCH_VERSION = \"\"  # one runtime per release: _runtime/torch-X.Y/build_info.json
+TORCH_CUDA_VERSION = \"\"
 ")
   install(FILES ${PROJECT_BINARY_DIR}/python_build_info/_build_info.py DESTINATION .)
 endif()

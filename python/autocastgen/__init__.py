@@ -38,6 +38,7 @@ from __future__ import annotations
 import sys
 
 from . import compile, deploy, distributed, insight  # compile: the documented autocastgen.compile.CacheError
+from ._core.paths import build_info, build_tree
 from ._core.runtime import load_runtime
 from ._export import ExportError, ProgramFileError, apply_policy, export, load_program, precision_map
 from .advisor import Advice, AdviseError, advise
@@ -72,6 +73,17 @@ from .state import (
     state_guard,
     with_state,
 )
+
+def _version() -> str:
+    """The package's version (CMakeLists.txt's project version), recorded by the build in the pip
+    package and the wheel (``_build_info``) and in a build tree (``_build_tree``)."""
+    for info in (build_info(), build_tree()):
+        if info is not None and hasattr(info, "VERSION"):
+            return str(info.VERSION)
+    return "unknown"
+
+
+__version__ = _version()
 
 __all__ = [
     "Advice",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ._core.paths import BIN, LIB
+from ._core.runtime import describe
 
 
 def cli_path() -> Path:
@@ -22,11 +23,14 @@ def cmake_dir() -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Runs the CLI with ``argv`` (default: this process's arguments); its exit code is ours.
 
-    ``--cmake-dir`` (alone) prints :func:`cmake_dir` instead. The CLI runs in place of this
+    ``--cmake-dir`` (alone) prints :func:`cmake_dir` instead; ``--version`` prints the package's
+    version, the torch and the runtime it loaded, and then the CLI's version. The CLI runs in place of this
     process (exec), so its output, exit code and signals are exactly its own.
     """
     args = sys.argv[1:] if argv is None else list(argv)
-    if args == ["--cmake-dir"]:
+    if args == ["--version"]:  # the package and the runtime in use, then the CLI's own line
+        print(describe())
+    elif args == ["--cmake-dir"]:
         found = cmake_dir()
         if not (found / "autocastgenConfig.cmake").is_file():
             print(f"autocastgen: no autocastgenConfig.cmake in {found} (not a pip-installed package?)",

@@ -18,12 +18,11 @@ from typing import Any, TypeVar, overload
 import torch
 
 from . import distributed
-from ._core.runtime import load_runtime
+from ._core.runtime import load_runtime, python_extension
 
-try:
-    from . import _C
-except ImportError:  # built without the interpreter's headers (python/CMakeLists.txt)
-    _C = None
+# None where it was not built (no interpreter headers at build time, python/CMakeLists.txt); the
+# wheel's is the one of this torch's release (Note [one runtime per release]).
+_C = python_extension()
 
 __all__ = ["GradScaler"]
 

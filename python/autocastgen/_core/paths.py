@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["BIN", "BUILD_LIB", "IMPORTED_FROM", "INCLUDE", "LIB", "PACKAGE", "SHARE", "build_info", "build_tree"]
+__all__ = ["BIN", "BUILD_LIB", "IMPORTED_FROM", "INCLUDE", "LIB", "PACKAGE", "RUNTIMES", "SHARE", "build_info", "build_tree"]
 
 # The package's folder as Python imported it (the file names of its frames start with it) ...
 IMPORTED_FROM = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +22,9 @@ BIN = PACKAGE / "bin"
 LIB = PACKAGE / "lib"
 INCLUDE = PACKAGE / "include"
 SHARE = PACKAGE / "share" / "autocastgen"
+# The wheel's: one runtime per torch release, _runtime/torch-X.Y/ (Note [the wheel's parts] in
+# cmake/AutocastgenInstall.cmake).
+RUNTIMES = PACKAGE / "_runtime"
 # A build tree's libraries: <build>/python/autocastgen beside <build>/lib.
 BUILD_LIB = PACKAGE.parent.parent / "lib"
 
@@ -39,7 +42,8 @@ def build_tree() -> ModuleType | None:
 
 def build_info() -> ModuleType | None:
     """``autocastgen._build_info``, which CMake writes into the pip package only
-    (cmake/AutocastgenInstall.cmake): the torch release the package was built against. None elsewhere."""
+    (cmake/AutocastgenInstall.cmake): the package's version and, built from source, the torch release
+    it was built against (empty in the wheel, which has one runtime per release). None elsewhere."""
     try:
         from .. import _build_info  # type: ignore[attr-defined]
     except ImportError:

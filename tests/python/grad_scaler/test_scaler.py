@@ -24,6 +24,9 @@ def setUpModule():
     if path is None:
         raise unittest.SkipTest("libautocastgen_runtime_torch.so is not built (set AUTOCASTGEN_RUNTIME_TORCH_LIB)")
     torch.ops.load_library(path)
+    cuda_part = os.path.join(os.path.dirname(path), "libautocastgen_runtime_torch_cuda.so")
+    if torch.version.cuda and os.path.exists(cuda_part):  # the CUDA kernels (Note [the CUDA part of the runtime])
+        torch.ops.load_library(cuda_part)
 
 
 def _same_bits_or_both_nan(expected, actual):

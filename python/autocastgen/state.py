@@ -69,6 +69,9 @@ class _Scope:
     def _same_scope(self) -> _Scope:
         raise NotImplementedError
 
+    def __enter__(self) -> Any:  # autocast's and state_guard's
+        raise NotImplementedError
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,

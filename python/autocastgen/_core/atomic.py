@@ -3,8 +3,8 @@
 Note [atomic writes]: every file the package writes (report pages, advised policies, compile_policy's
 metadata and build files) goes through :func:`write_file`; the one stream, compile_policy's build
 log, is written in the entry's private build folder, which enters the cache whole by one rename
-(Note [the compile cache] in policy/_compile.py), and a failed write to it names the log. The bytes go to a new temporary in the
-target's own folder (``.NAME.XXXXXXXX.tmp``, so the rename stays on one file system), every
+(Note [the compile cache] in policy/_compile.py), and a failed write to it names the log. The bytes
+go to a new temporary in the target's own folder (``.NAME.XXXXXXXX.tmp``, so the rename stays on one file system), every
 ``write`` is checked, and the descriptor's ``close`` too (NFS and full disks report late); a record
 (``durable=True``: the compile cache's metadata) is also ``fsync``-ed before, and its folder after,
 the rename. Only then does ``os.replace`` put it in place, so a reader sees the previous file or
@@ -47,7 +47,7 @@ class WriteError(OSError):
 
 
 def write_file(path: str | os.PathLike[str], data: str | bytes, *, durable: bool = False,
-               check: Callable[[str], None] | None = None) -> Path:
+               check: Callable[[str], object] | None = None) -> Path:
     """Writes ``data`` (``str`` as UTF-8) to ``path`` whole or not at all (Note [atomic writes]).
 
     ``durable``: fsync the file and its folder (for records that must survive a crash).
@@ -74,7 +74,8 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, durable: bool
             view = memoryview(blob)
             while view:
                 view = view[os.write(descriptor, view):]
-            os.fchmod(descriptor, stat.S_IMODE(previous.st_mode) if kept else 0o666 & ~_umask())
+            mode = stat.S_IMODE(previous.st_mode) if previous is not None and kept else 0o666 & ~_umask()
+            os.fchmod(descriptor, mode)
             if durable:
                 os.fsync(descriptor)
         finally:

@@ -94,14 +94,14 @@ def measure(rows: Iterable[Mapping[str, Any]], dtype: str, margin_bits: float) -
         if m["in"] and m["out"]:
             loss = math.log2(m["in"] / m["out"])
         reasons = []
-        if m["out"] is not None and (out_room < margin_bits or m["over"]):
+        if out_room is not None and (out_room < margin_bits or m["over"]):
             text = f"max |out| {m['out']:.6g}, {dtype} headroom {out_room:+.1f} bits"
             if m["over"]:
                 text += f", {percent(m['over'] / max(m['elements'], 1))} of elements out of range"
             reasons.append(text)
         elif m["over"]:
             reasons.append(f"{percent(m['over'] / max(m['elements'], 1))} of elements out of range")
-        if m["in"] is not None and in_room < margin_bits:
+        if in_room is not None and in_room < margin_bits:
             reasons.append(f"max |in| {m['in']:.6g}, {dtype} headroom {in_room:+.1f} bits")
         if m["elements"] and m["under"] / m["elements"] >= _UNDERFLOW_SHARE:
             reasons.append(f"{percent(m['under'] / m['elements'])} of output elements below {dtype}'s "

@@ -311,8 +311,12 @@ def _define_ops() -> torch.library.Library:
 
         register_effect = torch.library._register_effectful_op
     except ImportError:  # 2.4, 2.7: the same registry, private to AOTAutograd's effects
-        from torch._higher_order_ops.effects import _EffectType as EffectType  # type: ignore[no-redef]
-        from torch._higher_order_ops.effects import _register_effectful_op as register_effect
+        from torch._higher_order_ops.effects import _EffectType as EffectType
+
+        # The older registry's signature (no HigherOrderOperator, returns None): called alike below.
+        from torch._higher_order_ops.effects import (  # type: ignore[assignment]
+            _register_effectful_op as register_effect,
+        )
     # Kept by dead-code elimination, not ordered: the statistics move to the graph's start in
     # Inductor (Note [statistics first in Inductor's graphs]), the watch runs once its tensors exist.
     torch.fx.node.has_side_effect(torch.ops.autocastgen.stats_traced_call.default)
@@ -332,7 +336,7 @@ def _define_ops() -> torch.library.Library:
     return library
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _code_key() -> str:
     """This autocastgen's code, for the compile cache keys: the package's Python files (they trace
     the fp8 route's decompositions into graphs) and the runtime library, by name, size and time of
@@ -355,8 +359,9 @@ def _key_the_compile_caches() -> None:
     AOTAutograd's by Dynamo's graph and PyTorch's autocast state, which a graph compiled around an
     own scope (or with statistics on) shares with one compiled without. Inductor puts the uuid() of
     its custom graph passes into both caches' keys, so a pass that changes nothing adds the calling
-    thread's trace key (and the code's, _code_key) to them. Installed by the first traced read (Dynamo's, before AOTAutograd
-    computes its key), not at import: torch._inductor takes a second to import."""
+    thread's trace key (and the code's, _code_key) to them. Installed by the first traced read
+    (Dynamo's, before AOTAutograd computes its key), not at import: torch._inductor takes a second to
+    import."""
     global _cache_key_installed
     if _cache_key_installed:
         return

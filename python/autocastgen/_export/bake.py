@@ -63,7 +63,7 @@ def _target(device: str | torch.device, dtype: torch.dtype | str) -> tuple[str, 
         dtype = getattr(torch, dtype, None)  # type: ignore[assignment]
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError(f"autocastgen.export: dtype must be torch.float16 or torch.bfloat16, not {dtype!r}")
-    return device_type, dtype  # type: ignore[return-value]
+    return device_type, dtype
 
 
 @contextmanager
@@ -131,7 +131,8 @@ def supported() -> str | None:
         from torch._export.passes.replace_autocast_with_hop_pass import replace_autocast_with_hop_pass  # noqa: F401
         from torch._export.utils import _collect_all_valid_cia_ops  # noqa: F401
     except ImportError as error:
-        return f"autocastgen.export needs a PyTorch with torch.export's autocast pass ({error}); this is {torch.__version__}"
+        return (f"autocastgen.export needs a PyTorch with torch.export's autocast pass ({error}); "
+                f"this is {torch.__version__}")
     # 2.7 has the pass, but its traces put the guard's body and the decompositions otherwise
     # (the baking fails in torch.fx); releases between are not verified (docs/export.md).
     if tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2]) < VERIFIED_FROM:
@@ -247,8 +248,9 @@ def apply_policy(
         exported_program = load_program(exported_program, trusted=trusted)
     entry = recorded(exported_program)
     if entry is not None:
-        raise ExportError(f"autocastgen.apply_policy: the program already carries a policy ({', '.join(entry['policies'])}, "
-                          f"{entry['device']} {entry['dtype']}); apply a policy to its float32 program instead")
+        raise ExportError(f"autocastgen.apply_policy: the program already carries a policy "
+                          f"({', '.join(entry['policies'])}, {entry['device']} {entry['dtype']}); apply a policy "
+                          "to its float32 program instead")
     with _policy_for_this_export(policy):
         return _bake(exported_program, device, dtype)
 

@@ -20,7 +20,7 @@ from .program import graph_modules, recorded
 _CAST = torch.ops.aten._to_copy.default
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
+def _dtype_name(dtype: torch.dtype | None) -> str:
     return str(dtype).removeprefix("torch.")
 
 
@@ -113,7 +113,8 @@ def format_text(name: str, mapped: dict[str, Any], per_module: bool) -> str:
                      f"torch {shown(record['torch'])}")
         stored = record.get("stored_in_lower_precision") or {}
         if stored:
-            lines.append(f"stored in lower precision: {len(stored)} tensors ({shown(_counts(Counter(stored.values())))})")
+            counts = shown(_counts(Counter(stored.values())))
+            lines.append(f"stored in lower precision: {len(stored)} tensors ({counts})")
     lines.append(f"{len(rows)} rows ({'module, op' if per_module else 'op'}); {mapped['casts']} casts in the graph")
     header = (["module"] if per_module else []) + ["op", "calls", "ran in", "casts in"]
     table = [header] + [[shown(cell) for cell in ([row["module"]] if per_module else []) +

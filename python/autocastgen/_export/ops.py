@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -82,7 +82,8 @@ def decompositions(frames: Frames) -> dict[torch._ops.OperatorBase, Callable[...
         if decided_at_itself(name, key):
             continue
         if torch._C._dispatch_has_kernel_for_dispatch_key(name, _CIA):
-            table[op] = functools.partial(_cpp_composite, op, dispatch_key, frames)
+            # _collect_all_valid_cia_ops gives OpOverloads, typed as their base class.
+            table[op] = functools.partial(_cpp_composite, cast(torch._ops.OpOverload, op), dispatch_key, frames)
         elif _CIA in op.py_kernels:
             table[op] = op.py_kernels[_CIA]
     return table

@@ -171,7 +171,9 @@ class PlaceNodes:
             graph = module.graph
             for node in reversed(added):
                 if node.target == self.frames.module_input:
-                    node.replace_all_uses_with(node.args[0])
+                    source = node.args[0]
+                    assert isinstance(source, torch.fx.Node)  # module_input(x, ...) of the node it marks
+                    node.replace_all_uses_with(source)
                 graph.erase_node(node)
             module.recompile()
         self.added.clear()

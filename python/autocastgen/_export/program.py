@@ -76,9 +76,10 @@ def _plain_cast(node: torch.fx.Node) -> torch.dtype | None:
     """The dtype of a ``_to_copy(x, dtype=D)`` that changes nothing but the dtype, else None."""
     if node.op != "call_function" or node.target is not torch.ops.aten._to_copy.default or len(node.args) != 1:
         return None
-    if set(node.kwargs) - {"dtype"} or not isinstance(node.kwargs.get("dtype"), torch.dtype):
+    dtype = node.kwargs.get("dtype")
+    if set(node.kwargs) - {"dtype"} or not isinstance(dtype, torch.dtype):
         return None
-    return node.kwargs["dtype"]
+    return dtype
 
 
 def store_weights_once(program: torch.export.ExportedProgram) -> tuple[torch.export.ExportedProgram, dict[str, str]]:
@@ -107,6 +108,7 @@ def store_weights_once(program: torch.export.ExportedProgram) -> tuple[torch.exp
             old, torch.nn.Parameter) else new
         fake = node.meta["val"]
         fake_mode = torch._guards.detect_fake_mode([fake])
+        assert fake_mode is not None, f"{node.name}: a placeholder without a fake tensor"
         with fake_mode:
             node.meta["val"] = torch.empty_strided(fake.shape, fake.stride(), dtype=dtype, device=fake.device)
         for user in list(node.users):
@@ -154,6 +156,7 @@ def guarded(program: torch.export.ExportedProgram, device: str) -> torch.export.
         graph.call_function(torch.amp.autocast_mode._exit_autocast, (enter,))
     module.recompile()
     module, signature = replace_autocast_with_hop_pass(module, program.graph_signature)
+    assert signature is not None  # given one, the pass returns one
     # The pass builds a new graph, whose placeholders FX names anew (`input` becomes `input_1`: a
     # builtin's name); the signature names them as the graph does.
     placeholders = [node for node in module.graph.nodes if node.op == "placeholder"]
@@ -191,11 +194,12 @@ def unguarded(program: torch.export.ExportedProgram) -> torch.export.ExportedPro
                 if node.op == "placeholder":
                     env[node] = next(inputs)
                 elif node.op == "output":
-                    results = torch.fx.node.map_arg(node.args[0], lambda n: env[n])
+                    results = torch.fx.node.map_arg(node.args[0], env.__getitem__)
                 elif node.op == "get_attr":
-                    raise ExportError(f"a guarded program's body holds {node.name}, a get_attr the inliner does not move")
+                    raise ExportError(f"a guarded program's body holds {node.name}, a get_attr the inliner does "
+                                      "not move")
                 else:
-                    env[node] = graph.node_copy(node, lambda n: env[n])
+                    env[node] = graph.node_copy(node, env.__getitem__)
         for user in list(scope.users):  # getitem(scope, i) -> the body's i-th result
             user.replace_all_uses_with(results[user.args[1]])
             graph.erase_node(user)

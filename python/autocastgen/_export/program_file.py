@@ -109,7 +109,8 @@ class _Archive:
         names = self.zip.namelist()
         root = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
         if not root or any(not name.startswith(root) for name in names):
-            raise self.error("not a program archive: its members are not under one folder, as torch.export.save writes them")
+            raise self.error("not a program archive: its members are not under one folder, as torch.export.save "
+                             "writes them")
         self.members = {info.filename[len(root):]: info for info in self.zip.infolist()}
 
     def __enter__(self) -> _Archive:
@@ -138,7 +139,8 @@ class _Archive:
         than ``limit``; zipfile stops at the declared size and checks the CRC at the end."""
         info = self.member(name)
         if info.file_size > limit:
-            raise self.error(f"{name}: {info.file_size} bytes, more than the {limit} a program's {_what(name)} may hold")
+            raise self.error(f"{name}: {info.file_size} bytes, more than the {limit} a program's {_what(name)} "
+                             "may hold")
         try:
             with self.zip.open(info) as stream:
                 while chunk := stream.read(_CHUNK):
@@ -172,16 +174,19 @@ class _Archive:
             raise self.error(f"{c.ARCHIVE_FORMAT_PATH}: not a PT2 archive")
         version = self.text(c.ARCHIVE_VERSION_PATH, 64)
         if version != c.ARCHIVE_VERSION_VALUE:
-            raise self.error(f"{c.ARCHIVE_VERSION_PATH}: archive version {version!r}; this PyTorch reads {c.ARCHIVE_VERSION_VALUE!r}")
+            raise self.error(f"{c.ARCHIVE_VERSION_PATH}: archive version {version!r}; this PyTorch reads "
+                             f"{c.ARCHIVE_VERSION_VALUE!r}")
         if self.has("byteorder") and self.text("byteorder", 16) != "little":
-            raise self.error("byteorder: written on a big-endian machine; autocastgen reads little-endian programs only")
+            raise self.error("byteorder: written on a big-endian machine; autocastgen reads little-endian programs "
+                             "only")
         graph_name = c.MODELS_FILENAME_FORMAT.format("model")
         document = self.json(graph_name, _GRAPH_BYTES)
         _check_graph(document, lambda what: self.error(f"{graph_name}: {what}"))
         try:
-            serialized = _dict_to_dataclass(schema.ExportedProgram, document)  # type: ignore[no-untyped-call]
+            serialized = _dict_to_dataclass(schema.ExportedProgram, document)
         except Exception as error:  # noqa: BLE001 - whatever the schema's reader says of a malformed graph
-            raise self.error(f"{graph_name}: not a program graph of PyTorch {torch.__version__}'s schema: {_first_line(error)}") from None
+            raise self.error(f"{graph_name}: not a program graph of PyTorch {torch.__version__}'s schema: "
+                             f"{_first_line(error)}") from None
         budget = _Budget(self, _memory_bytes())
         state_dict = self.payloads(c.WEIGHTS_CONFIG_FILENAME_FORMAT.format("model"), c.WEIGHTS_DIR, weights, budget)
         constants = self.payloads(c.CONSTANTS_CONFIG_FILENAME_FORMAT.format("model"), c.CONSTANTS_DIR, weights, budget)
@@ -189,12 +194,15 @@ class _Archive:
         sample_inputs = c.SAMPLE_INPUTS_FILENAME_FORMAT.format("model")
         if weights and self.has(sample_inputs) and self.size(sample_inputs):
             inputs = self.unpickle(sample_inputs, budget, "sample inputs")
-            if not (isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[0], tuple) and isinstance(inputs[1], dict)):
-                raise self.error(f"{sample_inputs}: sample inputs are (args, kwargs); the file holds a {type(inputs).__name__}")
+            if not (isinstance(inputs, tuple) and len(inputs) == 2 and isinstance(inputs[0], tuple)
+                    and isinstance(inputs[1], dict)):
+                raise self.error(f"{sample_inputs}: sample inputs are (args, kwargs); the file holds a "
+                                 f"{type(inputs).__name__}")
         try:
             return ExportedProgramDeserializer().deserialize(serialized, state_dict, constants, inputs)
         except Exception as error:  # noqa: BLE001 - the deserializer's own refusal, located by the graph's name
-            raise self.error(f"{graph_name}: PyTorch {torch.__version__} cannot rebuild the program: {_first_line(error)}") from None
+            raise self.error(f"{graph_name}: PyTorch {torch.__version__} cannot rebuild the program: "
+                             f"{_first_line(error)}") from None
 
     def payloads(self, config_name: str, folder: str, weights: bool, budget: _Budget) -> dict[str, Any]:
         """Weights or constants by name, as torch.export.save described them in ``config_name``."""
@@ -204,7 +212,8 @@ class _Archive:
         legacy = folder + "model.pt"
         if self.has(legacy):  # PyTorch before 2.8 pickled them all in one file
             if not weights:
-                raise self.error(f"{legacy}: an archive of PyTorch before 2.8, whose graph cannot be read without its weights")
+                raise self.error(f"{legacy}: an archive of PyTorch before 2.8, whose graph cannot be read without "
+                                 "its weights")
             legacy_payloads = self.unpickle(legacy, budget, "weights")
             if not isinstance(legacy_payloads, dict):
                 raise self.error(f"{legacy}: weights are a dict; the file holds a {type(legacy_payloads).__name__}")
@@ -212,7 +221,7 @@ class _Archive:
         if not self.has(config_name):
             raise self.error(f"{config_name}: missing (torch.export.save writes it)")
         try:
-            payload_config = _dict_to_dataclass(  # type: ignore[no-untyped-call]  # PyTorch's, untyped
+            payload_config = _dict_to_dataclass(
                 schema.PayloadConfig, self.json(config_name, _CONFIG_BYTES))
             config: dict[str, Any] = payload_config.config
         except ProgramFileError:
@@ -224,12 +233,15 @@ class _Archive:
         found: dict[str, Any] = {}
         for name, meta in config.items():
             if not isinstance(meta.path_name, str) or not _OP_PART.fullmatch(meta.path_name):
-                raise self.error(f"{config_name}: {name!r} names the file {meta.path_name!r}, which is no payload's name")
+                raise self.error(f"{config_name}: {name!r} names the file {meta.path_name!r}, which is no "
+                                 "payload's name")
             member = folder + meta.path_name
-            opaque = folder == c.CONSTANTS_DIR and meta.path_name.startswith((c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX))
+            opaque = folder == c.CONSTANTS_DIR and meta.path_name.startswith(
+                (c.CUSTOM_OBJ_FILENAME_PREFIX, c.OPAQUE_OBJ_FILENAME_PREFIX))
             if opaque:
-                raise self.error(f"{member}: the constant {name!r} is a custom object, which only pickle can make: it can run "
-                                 "code; load the program only if you trust it as code (--trust-program, trusted=True)")
+                raise self.error(f"{member}: the constant {name!r} is a custom object, which only pickle can make: "
+                                 "it can run code; load the program only if you trust it as code (--trust-program, "
+                                 "trusted=True)")
             if meta.tensor_meta is None:
                 raise self.error(f"{config_name}: {name!r} has no tensor_meta")
             if meta.use_pickle and weights:
@@ -240,7 +252,8 @@ class _Archive:
                 continue
             # Read unpickled (a map's meta tensor when not weights): as torch.export.save described it.
             view = _meta_tensor(meta.tensor_meta, self.error, member) if meta.use_pickle else tensors.view(meta, member)
-            found[name] = torch.nn.Parameter(view, requires_grad=meta.tensor_meta.requires_grad) if meta.is_param else view
+            found[name] = (torch.nn.Parameter(view, requires_grad=meta.tensor_meta.requires_grad) if meta.is_param
+                           else view)
         return found
 
     def unpickle(self, name: str, budget: _Budget, what: str) -> Any:
@@ -249,9 +262,9 @@ class _Archive:
         try:
             return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
         except Exception as error:  # noqa: BLE001 - the weights-only unpickler's refusal, in its words
-            raise self.error(f"{name}: {what} that a weights-only load refuses ({_unpickler_reason(error)}): loading it "
-                             "would run pickle, which can run code; load the program only if you trust it as code "
-                             "(--trust-program, trusted=True)") from None
+            raise self.error(f"{name}: {what} that a weights-only load refuses ({_unpickler_reason(error)}): "
+                             "loading it would run pickle, which can run code; load the program only if you trust it "
+                             "as code (--trust-program, trusted=True)") from None
 
 
 class _Budget:
@@ -305,8 +318,8 @@ class _TensorRecords:
             self.budget.take(extent, member)
             return torch.zeros(extent // _element_size(dtype), dtype=dtype)
         if stored != extent:
-            raise self.archive.error(f"{member}: stores {stored} bytes where its tensors' declared shapes span {extent}; "
-                                     "refused before decompressing")
+            raise self.archive.error(f"{member}: stores {stored} bytes where its tensors' declared shapes span "
+                                     f"{extent}; refused before decompressing")
         self.budget.take(stored, member)
         flat = torch.empty(stored, dtype=torch.uint8)
         at = 0
@@ -405,7 +418,8 @@ def _check_graph(document: Any, error: Any) -> None:
     if not isinstance(graph, dict):
         raise error("no graph_module.graph: not a program's graph")
     for where, value in _walk(document, "graph"):
-        if isinstance(value, dict) and isinstance(value.get("target"), str) and "inputs" in value and "outputs" in value:
+        if (isinstance(value, dict) and isinstance(value.get("target"), str) and "inputs" in value
+                and "outputs" in value):
             target = value["target"]
             if target.startswith("#"):
                 raise error(f"{where}: calls the extension operator {target[:200]!r}, which PyTorch resolves through "
@@ -416,7 +430,7 @@ def _check_graph(document: Any, error: Any) -> None:
                             "custom op, import the library that registers it before reading the program (the CLI: "
                             "--import MODULE)")
         elif isinstance(value, dict) and "expr_str" in value:
-            _check_expression(value["expr_str"], lambda what: error(f"{where}: {what}"))
+            _check_expression(value["expr_str"], lambda what, where=where: error(f"{where}: {what}"))
 
 
 def _walk(value: Any, where: str) -> Iterator[tuple[str, Any]]:
@@ -464,7 +478,8 @@ def _check_expression(text: Any, error: Any) -> None:
         allowed = isinstance(node, (ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.operator,
                                     ast.unaryop, ast.boolop, ast.cmpop, ast.Load, ast.keyword))
         if isinstance(node, ast.Constant):
-            allowed = isinstance(node.value, (bool, int, float)) or (isinstance(node.value, str) and _quoted_ok(node, tree))
+            allowed = (isinstance(node.value, (bool, int, float))
+                       or (isinstance(node.value, str) and _quoted_ok(node, tree)))
         elif isinstance(node, ast.Name):
             allowed = node.id in _SYMPY_NAMES or bool(re.fullmatch(r"[a-z]+[0-9]+", node.id))
         elif isinstance(node, ast.Call):
@@ -475,7 +490,8 @@ def _check_expression(text: Any, error: Any) -> None:
             kind = {"Call": "a call", "Name": "the name", "Constant": "the constant", "Attribute": "an attribute"}.get(
                 type(node).__name__, f"a {type(node).__name__}")
             raise error(f"the shape expression {text[:200]!r} holds {kind} "
-                        f"{(ast.get_source_segment(text, node) or '')[:100]!r}, which PyTorch's shape expressions never do")
+                        f"{(ast.get_source_segment(text, node) or '')[:100]!r}, which PyTorch's shape expressions "
+                        "never do")
 
 
 def _quoted_ok(constant: ast.Constant, tree: ast.AST) -> bool:

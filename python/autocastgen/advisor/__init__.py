@@ -1,4 +1,5 @@
-"""The policy advisor: a policy that keeps float32 only at the places measured ranges or a validation need (docs/advise.md).
+"""The policy advisor: a policy that keeps float32 only at the places measured ranges or a
+validation need (docs/advise.md).
 
     advice = autocastgen.advise(model, inputs, policy="cpu.yaml", dtype=torch.float16)
     advice.moved        # each (module, op) moved to float32, with its measured reason

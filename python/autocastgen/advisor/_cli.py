@@ -17,6 +17,7 @@ from .._core.terminal import shown
 from ..policy import PolicyError, clear_runtime_policies, load_policy
 from ..reporter.reading import ReadError, read_json
 from ._advice import Advice, _advice_for, _policy_text, _relative_base
+from ._fp8 import Fp8Advice
 from ._record import AdviseError, _check_base, _dtype_name, read_record
 from ._run import _device_of, _split_inputs
 from ._search import advise
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _reported(from_record, options)
 
 
-def _reported(make: Callable[[], Advice], options: argparse.Namespace) -> int:
+def _reported(make: Callable[[], Advice | Fp8Advice], options: argparse.Namespace) -> int:
     """Runs one advise verb's work and reports it: the advice and where it was written, or the error
     (exit 1, nothing written)."""
     try:
@@ -103,13 +104,14 @@ def _shown_lines(text: str) -> str:
 
 
 def _main_fp8(options: argparse.Namespace, out: Path) -> int:
-    def from_script() -> Advice:
+    def from_script() -> Advice | Fp8Advice:
         script = runpy.run_path(options.fp8, run_name="__autocastgen_advise__")
         if "model" not in script or "inputs" not in script:
             raise AdviseError(f"{options.fp8}: define the globals `model` and `inputs` (what model(inputs) runs)")
         advice = advise(script["model"], script["inputs"], policy=options.policy, dtype=options.dtype or "bfloat16",
                         fp8=True)
-        if options.device is not None and options.device != _device_of(script["model"], *_split_inputs(script["inputs"])):
+        model_device = _device_of(script["model"], *_split_inputs(script["inputs"]))
+        if options.device is not None and options.device != model_device:
             raise AdviseError(f"--device {options.device}: the model runs on another device")
         advice.write(out)
         return advice

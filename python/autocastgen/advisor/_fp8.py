@@ -24,8 +24,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +64,18 @@ class Fp8Place:
 
     @property
     def gain(self) -> float:
-        if not self.improves:
+        if self.lower_seconds is None or self.fp8_seconds is None or not self.improves:
             return 0.0
         return self.lower_seconds / self.fp8_seconds if self.fp8_seconds > 0 else float("inf")
 
 
+def _milliseconds(seconds: float | None) -> str:
+    return "not measured" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
 def _timing(place: Fp8Place, dtype: str) -> str:
-    return (f"fp8 {place.fp8_seconds * 1e3:.3g} ms vs {dtype} {place.lower_seconds * 1e3:.3g} ms"
-            f" ({place.gain:.2f}x)" if place.improves else
-            f"fp8 {place.fp8_seconds * 1e3:.3g} ms vs {dtype} {place.lower_seconds * 1e3:.3g} ms")
+    text = f"fp8 {_milliseconds(place.fp8_seconds)} vs {dtype} {_milliseconds(place.lower_seconds)}"
+    return f"{text} ({place.gain:.2f}x)" if place.improves else text
 
 
 def decide(places: Sequence[Fp8Place], dtype: str, validate_alone: Callable[[Fp8Place], tuple[bool, str]],
@@ -83,10 +86,11 @@ def decide(places: Sequence[Fp8Place], dtype: str, validate_alone: Callable[[Fp8
     out: dict[str, Fp8Place] = {}
     for place in sorted(places, key=lambda p: p.module):
         if not place.can_fp8:
-            out[place.module] = replace(place, kept=False,
-                                        reason=f"not kept: its GEMMs do not run in fp8 here (shapes or device; they ran in {dtype})")
+            out[place.module] = replace(place, kept=False, reason="not kept: its GEMMs do not run in fp8 here "
+                                                                  f"(shapes or device; they ran in {dtype})")
         elif not place.improves:
-            out[place.module] = replace(place, kept=False, reason=f"not kept: no faster in fp8 ({_timing(place, dtype)})")
+            out[place.module] = replace(place, kept=False,
+                                        reason=f"not kept: no faster in fp8 ({_timing(place, dtype)})")
         else:
             passed, detail = validate_alone(place)
             if passed:
@@ -94,7 +98,8 @@ def decide(places: Sequence[Fp8Place], dtype: str, validate_alone: Callable[[Fp8
                                             reason=f"{_timing(place, dtype)}; validation passes ({detail})")
             else:
                 out[place.module] = replace(place, passed=False, validation=detail, kept=False,
-                                            reason=f"not kept: validation fails in fp8 ({detail}), though faster ({_timing(place, dtype)})")
+                                            reason=f"not kept: validation fails in fp8 ({detail}), though faster "
+                                                   f"({_timing(place, dtype)})")
     while True:
         kept = [p for p in out.values() if p.kept]
         if len(kept) < 2:
@@ -104,8 +109,8 @@ def decide(places: Sequence[Fp8Place], dtype: str, validate_alone: Callable[[Fp8
             break
         weakest = min(kept, key=lambda p: (p.gain, p.module))
         out[weakest.module] = replace(weakest, kept=False,
-                                      reason=f"not kept: the kept places together fail validation ({detail}) and this one "
-                                             f"gains least ({_timing(weakest, dtype)})")
+                                      reason=f"not kept: the kept places together fail validation ({detail}) and "
+                                             f"this one gains least ({_timing(weakest, dtype)})")
     return [out[m] for m in sorted(out)]
 
 
@@ -186,17 +191,17 @@ def _candidate_places(rows: Iterable[Mapping[str, Any]]) -> list[Fp8Place]:
 
 
 @contextlib.contextmanager
-def _timed(model: Any, modules: Iterable[str], into: dict[str, float]):
+def _timed(model: Any, modules: Iterable[str], into: dict[str, float]) -> Iterator[None]:
     """Adds each module's forward wall time (pre-hook to hook, summed over its calls) to ``into``."""
     handles = []
     started: dict[str, list[float]] = {}
     for path in modules:
         module = model.get_submodule(path)
 
-        def pre(_m, _args, path=path):  # noqa: ANN001, ANN202
+        def pre(_m: Any, _args: Any, path: str = path) -> None:
             started.setdefault(path, []).append(time.perf_counter())
 
-        def post(_m, _args, _out, path=path):  # noqa: ANN001, ANN202
+        def post(_m: Any, _args: Any, _out: Any, path: str = path) -> None:
             into[path] = into.get(path, 0.0) + time.perf_counter() - started[path].pop()
 
         handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]

@@ -61,7 +61,11 @@ class _GemmCounter:
         self.counts = counts
 
         class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN202
+            def __init__(self) -> None:
+                super().__init__()  # type: ignore[no-untyped-call]  # torch's, unannotated (not excluded: a constructor)
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
                 kwargs = kwargs or {}
                 out = func(*args, **kwargs)
                 formula = flop_registry.get(func._overloadpacket)
@@ -94,7 +98,7 @@ class _Runner:
     def __call__(self, counter: _GemmCounter | None = None) -> Any:
         import torch
 
-        devices = [] if self.device == "cpu" else None
+        devices: list[int] | None = [] if self.device == "cpu" else None
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.no_grad())
             stack.enter_context(torch.random.fork_rng(devices=devices, device_type=self.device))
@@ -122,5 +126,6 @@ def _device_of(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> st
         if isinstance(leaf, torch.Tensor):
             return leaf.device.type
     for parameter in model.parameters():
-        return parameter.device.type
+        device: str = parameter.device.type
+        return device
     return "cpu"

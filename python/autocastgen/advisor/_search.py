@@ -15,8 +15,9 @@ Note [the advisor]: how a place is chosen.
   a run passes when every floating output is finite and within `atol + rtol * |reference|` of
   the float32 run, or when `validate(reference, output)` says so.
 - *Search*, when the proposal fails: the other places, ordered by measured risk (Note [risk
-  order] below), are added as a prefix found by bisection (the smallest prefix that passes, assuming more float32 never hurts; every prefix used was run), then each added
-  place, least risky first, is dropped when the run still passes without it (greedy removal).
+  order] below), are added as a prefix found by bisection (the smallest prefix that passes,
+  assuming more float32 never hurts; every prefix used was run), then each added place, least
+  risky first, is dropped when the run still passes without it (greedy removal).
   Places the ranges proposed are kept: they carry a measured reason and the margin is for inputs
   not seen.
 - Runs are cached per set of places, so no set runs twice; at most `max_runs` runs in all (the

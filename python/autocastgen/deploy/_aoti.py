@@ -41,4 +41,5 @@ def _check_fp8_gemms(program: torch.export.ExportedProgram) -> None:
         if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", key):
             raise DeployError(
                 f"fp8 GEMM {node.name}: PyTorch {torch.__version__} has no {device} kernel for aten::_scaled_mm, "
-                "which the package would call; deploy from a release that has one, or export under a policy without fp8")
+                "which the package would call; deploy from a release that has one, or export under a policy "
+                "without fp8")

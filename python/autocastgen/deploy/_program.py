@@ -63,10 +63,12 @@ def deployable_program(program: Any, args: Sequence[Any] = (), kwargs: dict[str,
             "(statistics or the watch on while it was baked, or fp8 GEMMs decomposed by hand): bake it with "
             "autocastgen.export, which writes fp8 as PyTorch's ops (docs/export.md)")
     _explicit_amax_dims(program)
-    return program
+    deployable: torch.export.ExportedProgram = program
+    return deployable
 
 
-def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None, **options: Any) -> torch.export.ExportedProgram:
+def _export(model: Any, args: Sequence[Any], kwargs: dict[str, Any] | None,
+            **options: Any) -> torch.export.ExportedProgram:
     missing = [name for name in ("device", "dtype") if options[name] is None]
     if missing:
         raise DeployError(f"deploying a module needs {' and '.join(missing)}= (what autocastgen.export bakes)")
@@ -139,8 +141,9 @@ def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
                 or not any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in node.args)):
             continue
 
-        def add(target: Any, args: tuple, kwargs: dict[str, Any], fake_value: Any) -> torch.fx.Node:
-            new = graph.call_function(target, args, kwargs)
+        def add(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], fake_value: Any,
+                node: torch.fx.Node = node) -> torch.fx.Node:
+            new: torch.fx.Node = graph.call_function(target, args, kwargs)
             new.meta.update({k: v for k, v in node.meta.items() if k != "val"})
             # Decompositions keep a node's stack trace, and torch.onnx writes it into the node's
             # metadata: the ONNX pass marks these nodes by it.
@@ -148,12 +151,15 @@ def scalar_arithmetic_in_float32(program: torch.export.ExportedProgram) -> int:
             new.meta["val"] = fake_value
             return new
 
-        with graph.inserting_before(node), value.fake_mode:
+        # A graph's val is a FakeTensor (typed as a Tensor here).
+        with graph.inserting_before(node), value.fake_mode:  # type: ignore[attr-defined]
             args = tuple(add(torch.ops.aten._to_copy.default, (a,), {"dtype": torch.float32},
-                             a.meta["val"].to(torch.float32)) if isinstance(a, torch.fx.Node) else a for a in node.args)
-            wide = add(node.target, args, dict(node.kwargs),
-                       node.target(*[a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args], **node.kwargs))
-            down = add(torch.ops.aten._to_copy.default, (wide,), {"dtype": value.dtype}, wide.meta["val"].to(value.dtype))
+                             a.meta["val"].to(torch.float32)) if isinstance(a, torch.fx.Node) else a
+                         for a in node.args)
+            fake_args = [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in args]
+            wide = add(node.target, args, dict(node.kwargs), node.target(*fake_args, **node.kwargs))
+            down = add(torch.ops.aten._to_copy.default, (wide,), {"dtype": value.dtype},
+                       wide.meta["val"].to(value.dtype))
         node.replace_all_uses_with(down)
         graph.erase_node(node)
         rewritten += 1

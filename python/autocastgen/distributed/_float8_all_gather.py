@@ -54,7 +54,6 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
-
 __all__ = ["enable_float8_all_gather", "precompute_float8_scales"]
 
 aten = torch.ops.aten
@@ -103,13 +102,16 @@ class _Float8ShardWeight(torch.Tensor):
     def __init__(self, inner: torch.Tensor, recipe: _Recipe) -> None:
         self._inner, self._recipe, self._precomputed = inner, recipe, None
 
-    def __repr__(self) -> str:
+    # torch types Tensor.__repr__ without its keyword's name, which no override can then match.
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         return f"_Float8ShardWeight({self._inner!r}, all-gathered as {_FP8[self._recipe.dtype]})"
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # PyTorch's idiom for a wrapper subclass; typed as a plain function, where Tensor's is a classmethod.
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    @classmethod  # Tensor's is the disabled impl, a plain function: the dispatcher calls a classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+            cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         recipe = next(a._recipe for a in tree_leaves((args, kwargs)) if isinstance(a, cls))
         if func is torch.ops.c10d.scatter_.default:  # Note [float8 all-gather and tensor parallel]
             raise _tensor_parallel_refusal(recipe.shape, "tensor parallel (distribute_tensor) is splitting")
@@ -125,7 +127,8 @@ class _Float8ShardWeight(torch.Tensor):
         return ["_inner"], self._recipe
 
     @staticmethod
-    def __tensor_unflatten__(inner: dict, recipe: _Recipe, outer_size: Any, outer_stride: Any) -> _Float8ShardWeight:
+    def __tensor_unflatten__(inner: dict[str, torch.Tensor], recipe: _Recipe, outer_size: Any,
+                             outer_stride: Any) -> _Float8ShardWeight:
         return _Float8ShardWeight(inner["_inner"], recipe)
 
     def _scales(self, group: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,9 +140,12 @@ class _Float8ShardWeight(torch.Tensor):
         ops = torch.ops.autocastgen
         amax = ops.fp8_amax(self._inner.detach())
         dist.all_reduce(amax, op=dist.ReduceOp.MAX, group=group)
-        return ops.fp8_scale_from_amax(amax, self._recipe.dtype, self._recipe.margin)
+        scales: tuple[torch.Tensor, torch.Tensor] = ops.fp8_scale_from_amax(amax, self._recipe.dtype,
+                                                                            self._recipe.margin)
+        return scales
 
-    def fsdp_pre_all_gather(self, mesh: Any, outer_size: Any, outer_stride: Any, module: Any, mp_policy: Any):
+    def fsdp_pre_all_gather(self, mesh: Any, outer_size: Any, outer_stride: Any, module: Any,
+                            mp_policy: Any) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
         if mesh.ndim != 1:
             raise RuntimeError("autocastgen float8 all-gather: FSDP2 on a mesh of several dimensions (HSDP) is not "
                                "supported: fully_shard with a 1-D mesh, or without enable_float8_all_gather")
@@ -151,7 +157,8 @@ class _Float8ShardWeight(torch.Tensor):
         return (data.view(torch.uint8),), (inv,)
 
     def fsdp_post_all_gather(self, all_gather_outputs: tuple[torch.Tensor, ...], metadata: Any,
-                             param_dtype: torch.dtype, *, out: torch.Tensor | None = None):
+                             param_dtype: torch.dtype, *, out: torch.Tensor | None = None,
+                             ) -> tuple[_Float8GatheredWeight, tuple[torch.Tensor, ...]] | None:
         (gathered,) = all_gather_outputs
         (inv,) = metadata
         data = gathered.view(self._recipe.dtype)
@@ -180,13 +187,16 @@ class _Float8GatheredWeight(torch.Tensor):
                  requires_grad: bool = False) -> None:
         self._data, self._inv_scale, self._recipe = data, inv_scale, recipe
 
-    def __repr__(self) -> str:
+    # torch types Tensor.__repr__ without its keyword's name, which no override can then match.
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         return f"_Float8GatheredWeight({tuple(self.shape)}, {_FP8[self._recipe.dtype]}, 1/scale={self._inv_scale})"
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # PyTorch's idiom for a wrapper subclass; typed as a plain function, where Tensor's is a classmethod.
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
-    @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    @classmethod  # Tensor's is the disabled impl, a plain function: the dispatcher calls a classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+            cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         this = args[0]
         if func is torch.ops.autocastgen.fp8_layout_support.default:
@@ -223,7 +233,8 @@ def enable_float8_all_gather(model: torch.nn.Module, *, dtype: torch.dtype = tor
     Linears whose dimensions are not multiples of 16 (the fp8 GEMM's rule) keep float32 all-gathers.
     Returns how many weights were converted."""
     if dtype not in _FP8:
-        raise ValueError(f"enable_float8_all_gather: dtype must be torch.float8_e4m3fn or torch.float8_e5m2, not {dtype}")
+        raise ValueError("enable_float8_all_gather: dtype must be torch.float8_e4m3fn or torch.float8_e5m2, "
+                         f"not {dtype}")
     if scaling != "current":
         raise ValueError("enable_float8_all_gather: only current scaling (tensorwise) is supported; delayed scaling "
                          "would keep an amax history per shard, not per weight: use `fp8: {scaling: current}`")
@@ -259,13 +270,14 @@ def precompute_float8_scales(model: torch.nn.Module) -> int:
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
-    params = [p for p in model.parameters() if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight)]
+    params = [p for p in model.parameters()
+              if isinstance(p, DTensor) and isinstance(p._local_tensor, _Float8ShardWeight)]
     if not params:
         return 0
     mesh = params[0].device_mesh
     if mesh.ndim != 1 or any(p.device_mesh != mesh for p in params):
         raise RuntimeError("precompute_float8_scales: the float8-all-gathered weights must share one 1-D FSDP mesh")
-    shards = [p._local_tensor for p in params]
+    shards = [shard for p in params if isinstance(shard := p._local_tensor, _Float8ShardWeight)]  # all of params
     ops = torch.ops.autocastgen
     with torch.no_grad():
         amaxes = torch.stack([ops.fp8_amax(s._inner) for s in shards])

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -35,7 +36,7 @@ def _user_line() -> str:
     from_trace = _traced_user_line()
     if from_trace is not None:
         return from_trace
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if not frame.f_code.co_filename.startswith(_SKIPPED):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
@@ -96,7 +97,8 @@ def merge() -> None:
 
 def snapshot() -> dict[str, Any]:
     """The process-wide table (after merging the calling thread) as ``{"version": 1, "ops": [...]}``."""
-    return json.loads(_ops().stats_snapshot())
+    table: dict[str, Any] = json.loads(_ops().stats_snapshot())
+    return table
 
 
 def reset() -> None:
@@ -111,7 +113,8 @@ def flush(path: str = "") -> bool:
     return bool(_ops().stats_flush(path))
 
 
-_COUNTS = ("calls", "casts", "cast_bytes", "cache_hits", "cache_misses", "cache_evictions", "outputs_checked", "nonfinite")
+_COUNTS = ("calls", "casts", "cast_bytes", "cache_hits", "cache_misses", "cache_evictions", "outputs_checked",
+           "nonfinite")
 _RANGE_COUNTS = ("calls", "output_elements", "float16_overflow", "float16_underflow", "bfloat16_overflow",
                  "bfloat16_underflow")
 

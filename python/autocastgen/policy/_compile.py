@@ -389,7 +389,8 @@ def _policy_chain(layout: _Layout, given: str) -> list[Path]:
 def _torch_release() -> str:
     match = re.match(r"\d+\.\d+(\.\d+)?", torch.__version__)
     if match is None:
-        raise RuntimeError(f"autocastgen.compile_policy: cannot read a release from torch.__version__ {torch.__version__!r}")
+        raise RuntimeError("autocastgen.compile_policy: cannot read a release from torch.__version__ "
+                           f"{torch.__version__!r}")
     return match.group(0)
 
 
@@ -587,7 +588,7 @@ def _metadata_problem(metadata: Any, request: _Request) -> str | None:
     if not math.isfinite(metadata["build_seconds"]) or metadata["build_seconds"] < 0:
         return "'build_seconds' must be a number of seconds"
     for what in ("dependencies", "ops"):
-        for key, value in metadata[what].items():
+        for value in metadata[what].values():
             if not isinstance(value, str):
                 return f"'{what}' must map strings to strings, found {_TYPE_NAMES.get(type(value), 'a value')}"
     if not all(os.path.isabs(path) for path in metadata["dependencies"]):
@@ -660,8 +661,8 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
             shutil.rmtree(trash, ignore_errors=True)
         os.rename(work, entry)
         shutil.rmtree(root / f"{request.stem}.failed", ignore_errors=True)  # an earlier attempt's, now stale
-        print(f"autocastgen: compiled policy '{request.name}' in {seconds:.0f} s ({shown(str(entry))})", file=sys.stderr,
-              flush=True)
+        print(f"autocastgen: compiled policy '{request.name}' in {seconds:.0f} s ({shown(str(entry))})",
+              file=sys.stderr, flush=True)
         return metadata
     finally:
         if work.exists():
@@ -671,7 +672,8 @@ def _build(root: Path, entry: Path, request: _Request, problem: str | None, verb
 def _generate_command(work: Path, request: _Request) -> list[str]:
     """cmake/AutocastgenOps.cmake's generate command line for the same inputs."""
     command = [str(request.layout.cli), "generate", "--target", "torch", "--policy", request.given,
-               "--out", str(work), "--name", request.name, "--input-list", str(work / f"autocast_{request.name}.inputs"),
+               "--out", str(work), "--name", request.name,
+               "--input-list", str(work / f"autocast_{request.name}.inputs"),
                "--torch-version", request.torch_release]
     for schema in request.schema_args:
         command += ["--schemas", schema]
@@ -691,8 +693,10 @@ def _generate(work: Path, request: _Request, log: IO[bytes], verbose: bool) -> d
     if done.returncode == 1:
         raise PolicyError(_without_error_count(stderr), request.given)
     if done.returncode != 0:
-        raise RuntimeError(f"autocastgen.compile_policy: {shown(shlex.join(command))} exited {done.returncode}:\n{stderr}")
-    return json.loads((work / f"autocast_{request.name}.manifest.json").read_text(encoding="utf-8"))
+        raise RuntimeError(f"autocastgen.compile_policy: {shown(shlex.join(command))} exited "
+                           f"{done.returncode}:\n{stderr}")
+    manifest: dict[str, Any] = json.loads((work / f"autocast_{request.name}.manifest.json").read_text(encoding="utf-8"))
+    return manifest
 
 
 def _without_error_count(stderr: str) -> str:

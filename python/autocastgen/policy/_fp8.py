@@ -4,6 +4,8 @@ op through which every rank of a process group takes the same measured decision.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .._core.runtime import load_runtime
@@ -34,7 +36,7 @@ def _define() -> torch.library.Library:
 _library = globals().get("_library") or _define()
 
 
-def fp8_selections() -> list[dict]:
+def fp8_selections() -> list[dict[str, Any]]:
     """This process's measured fp8 decisions (``select: measured``), in the order they were made:
     ``{"device", "granularity", "dtype", "m", "k", "n", "backward", "fp8_ms", "lower_ms", "fp8",
     "source"}`` per shape class (``m`` rounded up to a power of two; times in ms per forward and
@@ -64,7 +66,8 @@ def fp8_selection_file(device: str | torch.device = "cuda") -> str:
     """The file that keeps a device's measured decisions (per device and PyTorch release):
     ``$AUTOCASTGEN_FP8_SELECT_CACHE``, else ``~/.cache/autocastgen/fp8-select``."""
     load_runtime()
-    return torch.ops.autocastgen.fp8_selection_file(torch.device(device))
+    file: str = torch.ops.autocastgen.fp8_selection_file(torch.device(device))
+    return file
 
 
 def fp8_auto_rule(device: str | torch.device, m: int, k: int, n: int, granularity: str = "tensorwise",

@@ -14,6 +14,7 @@ import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -59,7 +60,7 @@ class PolicyError(RuntimeError):
         self.source = source
 
 
-def _ops():
+def _ops() -> Any:  # torch.ops.autocastgen: ops the runtime registers, which no stub declares
     load_runtime()
     return torch.ops.autocastgen
 
@@ -123,6 +124,7 @@ def load_policy(
             return _load_file(ops, path, path, {})
         return _load_through_link(ops, path)
     text = path_or_yaml_text
+    assert isinstance(text, str)  # _is_text
     text.encode("utf-8")  # UnicodeEncodeError for a str that is not text (surrogates), as a file write gives
     try:
         folder = os.getcwd()
@@ -145,7 +147,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _load_through_link(ops, path: str) -> int:
+def _load_through_link(ops: Any, path: str) -> int:
     """Loads a policy whose folder's path is not UTF-8 (the runtime's op takes text): through a
     symbolic link to the folder in a private one, so that a relative ``extends:`` still resolves
     there; diagnostics name the folder as a terminal shows it (``\\xff``)."""
@@ -160,12 +162,12 @@ def _load_through_link(ops, path: str) -> int:
         return _load_file(ops, os.path.join(link, file_name), shown(path), {link: shown(folder)})
 
 
-def _load_file(ops, path: str, source: str, renames: dict[str, str]) -> int:
+def _load_file(ops: Any, path: str, source: str, renames: dict[str, str]) -> int:
     # A file reached through a link: the places it registers keep `source` as its name.
     return _policy_errors(lambda: ops.load_runtime_policy_file(path, source if renames else ""), source, renames)
 
 
-def _load_text(ops, text: str, name: str, folder: str, renames: dict[str, str]) -> int:
+def _load_text(ops: Any, text: str, name: str, folder: str, renames: dict[str, str]) -> int:
     """Loads YAML text through the runtime's reader: diagnostics call it ``name``, and its own relative
     ``extends:`` is read from ``folder`` (load_runtime_policy_text in runtime/torch/policies/runtime_policy.cpp)."""
     return _policy_errors(lambda: ops.load_runtime_policy_text(text, name, folder), name, renames)
@@ -198,7 +200,9 @@ def _rule_value(value: object) -> object:
     return value
 
 
-def _rule_text(dtypes, when, unless, args, modules=None) -> str:
+def _rule_text(dtypes: Sequence[str | torch.dtype] | str | torch.dtype | None, when: Mapping[str, object] | None,
+               unless: Mapping[str, object] | None, args: Mapping[str, str] | None,
+               modules: Sequence[str] | str | None = None) -> str:
     """The rule keyword arguments as the YAML flow mapping the runtime reads ('' when none)."""
     rule: dict[str, object] = {}
     if dtypes is not None:

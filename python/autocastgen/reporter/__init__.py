@@ -117,7 +117,8 @@ def _render(loaded: Sequence[tuple[str, dict[str, Any]]], advice: Any, model: An
     data.append(script)
     if any("module" in r for r in rows):
         module_columns = [view.Column("module", False), *op_columns]
-        module_rows = [([view.module_text(r), r["op"], r.get("policy", "-") or "-", *view.row_cells(r)], html.row_class(r))
+        module_rows = [([view.module_text(r), r["op"], r.get("policy", "-") or "-", *view.row_cells(r)],
+                        html.row_class(r))
                        for r in view.by_module(rows)]
         section, script = html.table("modules", "Per module", "One row per (module, op, rule), as <code>autocastgen "
                                      "stats --by module</code> prints it.", module_columns, module_rows)

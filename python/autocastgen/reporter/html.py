@@ -75,7 +75,8 @@ def summary(name: str, rows: Sequence[Mapping[str, Any]], places: view.Headroom,
     cards = [("calls", str(t["calls"]), "", _bar(t["ran_in"]) + " " + _e(view.ran_in_text(t["ran_in"]))),
              ("casts", str(t["casts"]), "", f"{t['cast_bytes']} bytes"),
              ("cast cache hit/miss/evict", view.cache_text(t), "", ""),
-             ("ops with non-finite outputs", str(len(events)), "bad" if events else "", f"{t.get('nonfinite', 0)} outputs"),
+             ("ops with non-finite outputs", str(len(events)), "bad" if events else "",
+              f"{t.get('nonfinite', 0)} outputs"),
              ("places over float16's range", str(over), "bad" if over else "",
               f"{len(moved)} moved to float32 by the advisor" if moved else "max |out| above 65504")]
     return f'<section id="summary"><h2>Overview: <code>{_e(name)}</code></h2><div class="cards">' + "".join(
@@ -95,7 +96,8 @@ def _node(node: view.Node, depth: int, open_depth: int, max_depth: int, leaves: 
         label += f'<span class="kind">({_e(node.kind)})</span>'
     calls = sum(node.ran_in.values())
     label += " " + _bar(node.ran_in)
-    label += f'<span class="ops">{calls} calls' + (f": {_e(view.ran_in_text(node.ran_in))}" if calls else "") + "</span>"
+    label += (f'<span class="ops">{calls} calls' + (f": {_e(view.ran_in_text(node.ran_in))}" if calls else "")
+              + "</span>")
     if node.nonfinite:
         label += f'<span class="badge bad">{node.nonfinite} non-finite</span>'
     if node.worst_headroom is not None and node.worst_headroom < 0:
@@ -115,7 +117,8 @@ def _node(node: view.Node, depth: int, open_depth: int, max_depth: int, leaves: 
 def tree(root: view.Node | None, outside: Sequence[Mapping[str, Any]]) -> str:
     if root is None:
         return ('<section id="tree"><h2>Modules</h2><p class="note">No module paths in this file: take it with the '
-                "model attached (<code>autocastgen.attach(model)</code>) to see where in the model each op ran.</p></section>")
+                "model attached (<code>autocastgen.attach(model)</code>) to see where in the model each op ran."
+                "</p></section>")
     count = _count(root)
     open_depth = 3 if count <= _TREE_LEAVES else 1
     per_depth: dict[int, int] = {}
@@ -187,7 +190,8 @@ def table(name: str, title: str, note: str, columns: Sequence[view.Column],
 def compact_rows(columns: Sequence[view.Column], rows: Sequence[tuple[list[str], str]]) -> dict[str, Any]:
     cells = []
     count = len(rows)
-    for texts in (*zip(*(r[0] for r in rows)), tuple(r[1] for r in rows)) if rows else [() for _ in range(len(columns) + 1)]:
+    for texts in ((*zip(*(r[0] for r in rows)), tuple(r[1] for r in rows)) if rows
+                  else [() for _ in range(len(columns) + 1)]):
         values = list(dict.fromkeys(texts))  # first-seen order
         if 2 * len(values) > count:
             cells.append({"texts": list(texts)})
@@ -267,8 +271,8 @@ def headroom_chart(places: view.Headroom) -> str:
                  f'<text x="{x(0) + 4:.1f}" y="{top + row_h * len(shown) + 14}">65504</text></svg>')
     rest = places.count - len(shown)
     return ('<section id="headroom"><h2>float16 headroom</h2><p class="note">Each place\'s largest finite |output| '
-            "against float16's largest value, 65504: bars left of the dashed line are over it (an op there overflows in "
-            "float16), orange ones within 1 bit of it. Hover a bar for the figures."
+            "against float16's largest value, 65504: bars left of the dashed line are over it (an op there "
+            "overflows in float16), orange ones within 1 bit of it. Hover a bar for the figures."
             + (f" The {rest} places with more headroom are in the tables." if rest > 0 else "")
             + (" The places the advisor moves to float32 are in the table below, with why." if places.moved else "")
             + "</p>" + "".join(parts) + "</section>")
@@ -295,7 +299,8 @@ def events_section(events: Sequence[view.Event], watched: bool) -> str:
     if not events:
         text = ("No op returned NaN or Inf." if watched else
                 "The outputs were not checked: run with the non-finite watch (<code>AUTOCASTGEN_FINITE=record</code>, "
-                "<code>autocastgen.watch()</code>) or the range record to see NaN and Inf with their op, module and line.")
+                "<code>autocastgen.watch()</code>) or the range record to see NaN and Inf with their op, module and "
+                "line.")
         return f'<section id="nonfinite"><h2>Non-finite outputs</h2><p class="note">{text}</p></section>'
     rows = "".join(
         f"<tr><td><code>{_e(e.op)}</code></td><td>{_e(e.module if e.module is not None else '-') or '<root>'}</td>"
@@ -303,14 +308,16 @@ def events_section(events: Sequence[view.Event], watched: bool) -> str:
         f"<td>{_e(e.message or '(no event kept: the watch was off)')}</td></tr>" for e in events)
     return ('<section id="nonfinite"><h2>Non-finite outputs</h2><p class="note">Ops whose outputs held NaN or Inf, '
             "with the first event's line in your code (the first op listed in time order is usually the one that "
-            "went first: compare the lines).</p><div class=\"scroll\"><table class=\"rows\" id=\"events\"><thead><tr><th>op</th>"
-            "<th>module</th><th>rule</th><th class=\"num\">outputs</th><th>first at</th><th>first event</th></tr></thead>"
+            "went first: compare the lines).</p><div class=\"scroll\"><table class=\"rows\" id=\"events\">"
+            "<thead><tr><th>op</th><th>module</th><th>rule</th><th class=\"num\">outputs</th><th>first at</th>"
+            "<th>first event</th></tr></thead>"
             f"<tbody>{rows}</tbody></table></div></section>")
 
 
 # --- two files ------------------------------------------------------------------------------------------
 
-def diff_section(changes: Sequence[tuple[str, str, str, list[str], list[str]]], same: int, names: Sequence[str]) -> tuple[str, str]:
+def diff_section(changes: Sequence[tuple[str, str, str, list[str], list[str]]], same: int,
+                 names: Sequence[str]) -> tuple[str, str]:
     columns = [view.Column("change", False), view.Column("module", False), view.Column("op", False)]
     for field in view.DIFF_FIELDS:
         columns.append(view.Column(field, field not in view.DIFF_TEXT, f"{names[0]} -> {names[1]}",

@@ -38,7 +38,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .._core.terminal import shown as _shown
 
@@ -146,30 +146,36 @@ def _describe(value: Any) -> str:
     return "a scalar"
 
 
+# The pure-Python parser's pieces (JSONObject, JSONArray, scanstring, WHITESPACE, py_make_scanner,
+# a decoder's parse_object and scan_once), which typeshed does not declare.
+_json_decoder: Any = json.decoder
+_json_scanner: Any = json.scanner
+
+
 class _Spans:
     """Where each object and array of a parse starts and ends (Note [located JSON errors])."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.spans: dict[int, tuple[int, int]] = {}
-        decoder = json.JSONDecoder()
+        decoder: Any = json.JSONDecoder()
         spans = self.spans
-        decoder.parse_int = _int_or_long  # type: ignore[assignment]
+        decoder.parse_int = _int_or_long
 
         def parse_object(s_and_end: tuple[str, int], *args: Any) -> tuple[Any, int]:
-            value, end = json.decoder.JSONObject(s_and_end, *args)
+            value, end = _json_decoder.JSONObject(s_and_end, *args)
             spans[id(value)] = (s_and_end[1] - 1, end)
             return value, end
 
         def parse_array(s_and_end: tuple[str, int], scan_once: Any) -> tuple[Any, int]:
-            value, end = json.decoder.JSONArray(s_and_end, scan_once)
+            value, end = _json_decoder.JSONArray(s_and_end, scan_once)
             spans[id(value)] = (s_and_end[1] - 1, end)
             return value, end
 
-        decoder.parse_object = parse_object  # type: ignore[assignment]
-        decoder.parse_array = parse_array  # type: ignore[assignment]
-        decoder.memo = {}  # type: ignore[attr-defined]
-        decoder.scan_once = json.scanner.py_make_scanner(decoder)
+        decoder.parse_object = parse_object
+        decoder.parse_array = parse_array
+        decoder.memo = {}
+        decoder.scan_once = _json_scanner.py_make_scanner(decoder)
         self.root = decoder.decode(text)
 
     def start(self, container: Any) -> int:
@@ -184,7 +190,7 @@ class _Spans:
         value = obj[key]
         if isinstance(value, (dict, list)):
             return found.end(), 1
-        token = json.decoder.scanstring(self.text, found.end() + 1)[1] - found.end() if isinstance(value, str) else 0
+        token = _json_decoder.scanstring(self.text, found.end() + 1)[1] - found.end() if isinstance(value, str) else 0
         if not token:
             match = re.compile(r"[^,}\]\s]+").match(self.text, found.end())
             token = len(match.group(0)) if match else 1
@@ -197,7 +203,7 @@ class _Spans:
         written = json.dumps(key, ensure_ascii=False)
         at = self.text.find(written, start, end)
         while at >= 0:  # a name, not a value that reads the same: a ':' follows
-            if self.text.startswith(":", json.decoder.WHITESPACE.match(self.text, at + len(written)).end()):
+            if self.text.startswith(":", _json_decoder.WHITESPACE.match(self.text, at + len(written)).end()):
                 return at, len(written)
             at = self.text.find(written, at + 1, end)
         return start, 1
@@ -208,13 +214,13 @@ class _Spans:
             return self.spans[id(value)][0]
         # A scalar entry: the index-th value after the '[' (scalars in 'ops' are rare: scan for it).
         decoder = json.JSONDecoder(parse_int=_int_or_long)
-        position = self.spans[id(array)][0] + 1
+        position: int = self.spans[id(array)][0] + 1
         for i in range(index + 1):
-            position = json.decoder.WHITESPACE.match(self.text, position).end()
+            position = _json_decoder.WHITESPACE.match(self.text, position).end()
             if i == index:
                 return position
             position = decoder.raw_decode(self.text, position)[1]
-            position = json.decoder.WHITESPACE.match(self.text, position).end() + 1  # the ','
+            position = _json_decoder.WHITESPACE.match(self.text, position).end() + 1  # the ','
         return position
 
 
@@ -245,11 +251,17 @@ class _Checker:
         a file of a million bad entries would otherwise cost a million searches."""
         return self.spans is not None and self.errors < _MAX_SHOWN
 
+    @property
+    def _where(self) -> _Spans:
+        """The spans, where ``_locating`` says there are."""
+        assert self.spans is not None
+        return self.spans
+
     def _at_member(self, obj: dict[str, Any], key: str) -> tuple[int | None, int]:
-        return self.spans.member(obj, key) if self._locating else (None, 1)
+        return self._where.member(obj, key) if self._locating else (None, 1)
 
     def _at(self, container: Any) -> int | None:
-        return self.spans.start(container) if self._locating else None
+        return self._where.start(container) if self._locating else None
 
     def error(self, place: tuple[int | None, int], message: str) -> bool:
         self.found.append(Diagnostic("error", place[0], message, place[1]))
@@ -269,8 +281,8 @@ class _Checker:
         if isinstance(value, _LongNumber):
             return f"'{_shortened(value.text)}'"
         if self._locating:
-            start, length = self.spans.member(obj, key)
-            return f"'{_shortened(self.spans.text[start:start + length])}'"
+            start, length = self._where.member(obj, key)
+            return f"'{_shortened(self._where.text[start:start + length])}'"
         return f"'{_shortened(json.dumps(value))}'"
 
     # --- values ---
@@ -286,14 +298,15 @@ class _Checker:
         files])."""
         if not _too_long(key, MAX_KEY_BYTES):
             return True
-        return self.error(self.spans.key(obj, key) if self._locating else (None, 1),
+        return self.error(self._where.key(obj, key) if self._locating else (None, 1),
                           _long_name(what, key, MAX_KEY_BYTES))
 
     def integer(self, obj: dict[str, Any], key: str, what: str) -> bool:
         value = obj[key]
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT:
             return True
-        return self.error(self._at_member(obj, key), f"{what} must be a non-negative integer, found {self._found(obj, key)}")
+        return self.error(self._at_member(obj, key),
+                          f"{what} must be a non-negative integer, found {self._found(obj, key)}")
 
     def count(self, obj: dict[str, Any], key: str, needed: bool) -> bool:
         if key not in obj:
@@ -327,7 +340,8 @@ class _Checker:
             return
         ops = root["ops"]
         if not isinstance(ops, list):
-            self.error((self._at_member(root, "ops")[0], 1), f"'ops' must be an array of objects, found {_describe(ops)}")
+            self.error((self._at_member(root, "ops")[0], 1),
+                       f"'ops' must be an array of objects, found {_describe(ops)}")
             return
         seen: dict[tuple[str, str, bool, str], int] = {}
         for index, item in enumerate(ops):
@@ -346,7 +360,7 @@ class _Checker:
 
     def entry(self, ops: list[Any], index: int, item: Any) -> bool:
         if not isinstance(item, dict):
-            place = self.spans.item(ops, index) if self._locating else None
+            place = self._where.item(ops, index) if self._locating else None
             return self.error((place, 1), "each entry of 'ops' must be an object with 'op' and 'calls', "
                                           f"found {_describe(item)}")
         ok = True
@@ -355,7 +369,8 @@ class _Checker:
             ok = self.error((self._at(item), 1), "missing member 'op'")
         elif not isinstance(name, str) or not name:
             ok = self.error((self._at_member(item, "op")[0], 1),
-                            f"'op' must be an op name such as \"aten::linear\", found {_describe(name) if not isinstance(name, str) else repr(name)}")
+                            "'op' must be an op name such as \"aten::linear\", found "
+                            f"{_describe(name) if not isinstance(name, str) else repr(name)}")
         else:
             ok = self.name(item, "op", "'op'") and ok
         if "policy" in item and not isinstance(item["policy"], str):
@@ -385,7 +400,8 @@ class _Checker:
         if "ranges" in item:
             ranges = item["ranges"]
             if not isinstance(ranges, dict):
-                ok = self.error((self._at_member(item, "ranges")[0], 1), f"'ranges' must be an object, found {_describe(ranges)}")
+                ok = self.error((self._at_member(item, "ranges")[0], 1),
+                                f"'ranges' must be an object, found {_describe(ranges)}")
             else:
                 ok = self.count(ranges, "calls", True) and ok
                 for key in ("input_max_abs", "input_min_abs", "output_max_abs", "output_min_abs"):
@@ -508,10 +524,12 @@ def read_stats(path: str | Path) -> dict[str, Any]:
         deep = _too_deep_at(source.text)  # exactly: the position-keeping parser recurses
         if deep is not None:
             return _fail(source, [_too_deep(deep)])
-        checker = _Checker(_Spans(source.text))
-        checker.run(checker.spans.root)
+        spans = _Spans(source.text)
+        checker = _Checker(spans)
+        checker.run(spans.root)
         return _fail(source, checker.found)
-    return root
+    table: dict[str, Any] = root  # checked: an object
+    return table
 
 
 def read_json(path: str | Path) -> Any:
@@ -612,7 +630,7 @@ def _too_deep(offset: int) -> Diagnostic:
     return Diagnostic("error", offset, f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
 
 
-def _fail(source: _Source, found: list[Diagnostic]) -> Any:
+def _fail(source: _Source, found: list[Diagnostic]) -> NoReturn:
     errors = sum(d.severity == "error" for d in found)
     lines, printed = [], 0
     for d in found:

@@ -13,7 +13,7 @@ import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .._core.ranges import measure
 
@@ -110,9 +110,11 @@ class Column:
 ROW_COLUMNS = (
     Column("calls", True), Column("ran in", False, "calls by the dtype the op ran in"),
     Column("casts", True), Column("cast bytes", True), Column("cache hit/miss/evict", True),
-    Column("fp8 / skipped", True, "fp8 rule: calls whose GEMM ran in float8 / skipped (ran in the lower-precision dtype)"),
+    Column("fp8 / skipped", True,
+           "fp8 rule: calls whose GEMM ran in float8 / skipped (ran in the lower-precision dtype)"),
     Column("non-finite", True, "outputs with NaN or Inf ('-': not checked)"),
-    Column("max |out|", True), Column("f16 headroom", True, "log2(65504 / max |out|) in bits; negative: over float16's range"),
+    Column("max |out|", True),
+    Column("f16 headroom", True, "log2(65504 / max |out|) in bits; negative: over float16's range"),
     Column("f16 over", True, "share of output elements above 65504 (range record)"),
     Column("fp8 skipped because", False, "why the skipped fp8 calls ran in the lower precision: reason: calls", True),
 )
@@ -134,7 +136,10 @@ def _order(r: Mapping[str, Any]) -> tuple[Any, ...]:
             "module" in r, r.get("module", ""))
 
 
-def sort_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+Row = TypeVar("Row", bound=Mapping[str, Any])
+
+
+def sort_rows(rows: Iterable[Row]) -> list[Row]:
     """As the stats verb: non-finite first, least float16 headroom, most calls, op, rule, module."""
     return sorted(rows, key=_order)
 
@@ -200,7 +205,7 @@ class Node:
 
     path: str
     kind: str = ""  # the module's class, when the model was given
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[Mapping[str, Any]] = field(default_factory=list)
     children: dict[str, Node] = field(default_factory=dict)
     ran_in: dict[str, int] = field(default_factory=dict)  # the subtree's calls by dtype
     nonfinite: int = 0
@@ -266,7 +271,8 @@ def module_tree(rows: Iterable[Mapping[str, Any]], model: Any = None) -> Node | 
             for dtype, calls in child.ran_in.items():
                 n.ran_in[dtype] = n.ran_in.get(dtype, 0) + calls
             n.nonfinite += child.nonfinite
-            if child.worst_headroom is not None and (n.worst_headroom is None or child.worst_headroom < n.worst_headroom):
+            if child.worst_headroom is not None and (n.worst_headroom is None
+                                                     or child.worst_headroom < n.worst_headroom):
                 n.worst_headroom = child.worst_headroom
 
     fold(root)
@@ -336,7 +342,8 @@ def places(rows: Sequence[Mapping[str, Any]], advice: Any = None, keep: int = 40
 
     def place(bits: float, _: str, op: str, policy: str, module: str | None, value: float,
               ranges: Mapping[str, Any] | None) -> Place:
-        return Place(module, op, policy, value, bits, ranges, reasons.get((module, op), "") if module is not None else "")
+        reason = reasons.get((module, op), "") if module is not None else ""
+        return Place(module, op, policy, value, bits, ranges, reason)
 
     moved = sorted((k for k in keyed if k[4] is not None and (k[4], k[2]) in reasons), key=order)
     return Headroom([place(*k) for k in heapq.nsmallest(keep, keyed, key=order)], [place(*k) for k in moved],
@@ -398,7 +405,8 @@ def _diff_cells(row: Mapping[str, Any] | None) -> list[str]:
             headroom_text(row.get("output_max_abs")), fp8_skipped_text(row)]
 
 
-def diff(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str, str, list[str], list[str]]], int]:
+def diff(a: Sequence[Mapping[str, Any]],
+         b: Sequence[Mapping[str, Any]]) -> tuple[list[tuple[str, str, str, list[str], list[str]]], int]:
     """Per (module, op), the rows whose figures differ between two files: (status, module, op,
     cells in A, cells in B), status ``changed``, ``added`` or ``removed``; and how many are the
     same. An op under another rule in B (a policy moved it) is one changed place."""

@@ -204,7 +204,9 @@ def _translate(program: torch.export.ExportedProgram, opset: int | None, extra: 
     # CPU kernel lays its output out otherwise and a view it made fails (T5).
     with autocast_off(program), torch.no_grad():
         try:
-            return torch.onnx.export(program, **options).model_proto
+            exported = torch.onnx.export(program, **options)
+            assert exported is not None  # None only for dynamo=False with a file to write
+            return exported.model_proto
         except Exception as error:  # torch.onnx's ConversionError and what it wraps
             refusal = _untranslatable(error, program)
             if refusal is not None:

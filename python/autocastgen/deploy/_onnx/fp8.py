@@ -2,11 +2,14 @@
 DequantizeLinear and a float32 MatMul, saturating casts to float8 as QuantizeLinear."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .elem_types import FLOAT, FLOAT8E4M3FN, FLOAT8E5M2
-from .packages import helper, numpy_helper, onnx
+from .packages import helper, numpy_helper
 from .packages import opset as op
+
+if TYPE_CHECKING:
+    from .packages import GraphProto, ModelProto, NodeProto
 
 
 def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: Any = None, scale_result: Any = None,
@@ -23,7 +26,7 @@ def scaled_mm_to_onnx(self: Any, mat2: Any, scale_a: Any, scale_b: Any, bias: An
 ONNX_FLOAT8 = {FLOAT8E4M3FN, FLOAT8E5M2}
 
 
-def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
+def casts_to_quantize_linear(model: ModelProto) -> int:
     """Each saturating Cast from float32 to float8 -> QuantizeLinear(x, 1, zero of the type)."""
     graph = model.graph
     types = {info.name: info.type.tensor_type.elem_type for info in [*graph.value_info, *graph.input]}
@@ -51,7 +54,7 @@ def casts_to_quantize_linear(model: onnx.ModelProto) -> int:
     return replaced
 
 
-def _drop_clamp_before(graph: onnx.GraphProto, cast: onnx.NodeProto, to: int) -> None:
+def _drop_clamp_before(graph: GraphProto, cast: NodeProto, to: int) -> None:
     """Reads past a Clip to [-max, max] of the float8 type feeding `cast` alone: QuantizeLinear's
     saturation clamps to the same bounds (the same bits, infinities included), and onnxruntime 1.32's
     Clip + QuantizeLinear fusion fails on a float8 zero point."""

@@ -2,7 +2,12 @@
 kernel registry (Note [the ONNX pass] in passes.py)."""
 from __future__ import annotations
 
-from .packages import TensorProto, onnx, ort_kernels
+from typing import TYPE_CHECKING
+
+from .packages import TensorProto, ort_kernels
+
+if TYPE_CHECKING:
+    from .packages import NodeProto, OpSchema
 
 
 class KernelTable:
@@ -21,7 +26,7 @@ class KernelTable:
         if not self.kernels:
             raise ValueError(f"onnxruntime has no kernels for the execution provider {provider!r}")
 
-    def has_kernel(self, node: onnx.NodeProto, schema: onnx.defs.OpSchema,
+    def has_kernel(self, node: NodeProto, schema: OpSchema,
                    bindings: dict[str, list[tuple[str, int, int]]]) -> bool:
         for (low, high), constraints in self.kernels.get((node.domain or "", node.op_type), []):
             if not low <= schema.since_version <= high:
@@ -34,8 +39,10 @@ class KernelTable:
 
 def _elem_type(text: str) -> int:
     name = text.removeprefix("tensor(").removesuffix(")")
-    spelled = {"float": "FLOAT", "double": "DOUBLE", "float16": "FLOAT16", "bfloat16": "BFLOAT16"}.get(name, name.upper())
+    spelled = {"float": "FLOAT", "double": "DOUBLE", "float16": "FLOAT16", "bfloat16": "BFLOAT16"}.get(
+        name, name.upper())
     try:
-        return TensorProto.DataType.Value(spelled)
+        value: int = TensorProto.DataType.Value(spelled)
+        return value
     except ValueError:
         return -1

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the protos' types, for annotations: the type checker reads them, a run never does
+    try:
+        from onnx import GraphProto as GraphProto
+        from onnx import ModelProto as ModelProto
+        from onnx import NodeProto as NodeProto
+        from onnx.defs import OpSchema as OpSchema
+    except ImportError as error:
+        raise ImportError("type checking autocastgen.deploy needs onnx: pip install onnx") from error
 
 __all__ = ["INSTALL", "TensorProto", "helper", "numpy", "numpy_helper", "onnx", "onnxruntime", "opset",
            "ort_kernels", "require", "script_ir", "script_optimizer", "torch_lib_nn"]
@@ -54,7 +63,8 @@ def _onnxruntime() -> ModuleType:
         import onnxruntime.capi._pybind_state
     except ImportError as error:
         raise _missing("onnxruntime") from error
-    return onnxruntime
+    module: ModuleType = onnxruntime  # no stubs: Any to the type checker
+    return module
 
 
 def _numpy() -> ModuleType:

@@ -34,11 +34,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._program import OPMATH_MARK
 from .elem_types import BFLOAT16, DOUBLE, FLOAT, FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ, FLOAT16
 from .packages import TensorProto, helper, onnx
+
+if TYPE_CHECKING:
+    from .packages import ModelProto, NodeProto, OpSchema
 
 MODULE_KEY = "pkg.autocastgen.module"
 REWRITE_KEY = "pkg.autocastgen.rewrite"
@@ -55,7 +58,8 @@ class OnnxPassError(ValueError):
 
 
 def type_name(elem_type: int) -> str:
-    return TensorProto.DataType.Name(elem_type).lower()
+    name: str = TensorProto.DataType.Name(elem_type)
+    return name.lower()
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class NodeNote:
 class Graph:
     """A ModelProto's main graph with the element type of every value the exporter typed."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: ModelProto):
         self.model = model
         self.graph = model.graph
         self.types: dict[str, int] = {}
@@ -88,7 +92,7 @@ class Graph:
             if node.op_type == "Constant" and node.attribute and node.attribute[0].type == onnx.AttributeProto.TENSOR:
                 self.types[node.output[0]] = node.attribute[0].t.data_type
         self.opset = {entry.domain or "": entry.version for entry in model.opset_import}
-        self.nodes: list[onnx.NodeProto] = []  # copies, written back by commit()
+        self.nodes: list[NodeProto] = []  # copies, written back by commit()
         for node in self.graph.node:
             copy = onnx.NodeProto()
             copy.CopyFrom(node)
@@ -118,13 +122,15 @@ class Graph:
             self.graph.value_info.append(helper.make_tensor_value_info(name, elem_type, None))
             self._infos[name] = self.graph.value_info[-1]
 
-    def schema(self, node: onnx.NodeProto) -> onnx.defs.OpSchema | None:
+    def schema(self, node: NodeProto) -> OpSchema | None:
         try:
-            return onnx.defs.get_schema(node.op_type, self.opset.get(node.domain or "", 1), node.domain or "")
+            domain = node.domain or ""
+            schema: OpSchema = onnx.defs.get_schema(node.op_type, self.opset.get(domain, 1), domain)
+            return schema
         except onnx.defs.SchemaError:
             return None
 
-    def bindings(self, node: onnx.NodeProto) -> dict[str, list[tuple[str, int, int]]]:
+    def bindings(self, node: NodeProto) -> dict[str, list[tuple[str, int, int]]]:
         """Type parameter -> [(input/output, index, element type)] for the node's typed operands."""
         schema = self.schema(node)
         if schema is None:
@@ -142,7 +148,7 @@ class Graph:
                     found.setdefault(formal.type_str, []).append((kind, i, self.types[name]))
         return found
 
-    def upcast(self, value: str, to: int, like: onnx.NodeProto) -> str:
+    def upcast(self, value: str, to: int, like: NodeProto) -> str:
         """`value` cast to `to`: one Cast per value (the program's own if it has one), placed
         right after the value's producer (or first), so that every user may share it."""
         key = (value, to)
@@ -161,33 +167,34 @@ class Graph:
             self._upcasts[key] = cast.output[0]
         return self._upcasts[key]
 
-    def insert_after(self, anchor: onnx.NodeProto, node: onnx.NodeProto, why: str) -> None:
+    def insert_after(self, anchor: NodeProto, node: NodeProto, why: str) -> None:
         copy_metadata(anchor, node, why)
         self.nodes.insert(self._index(anchor) + 1, node)
 
-    def _index(self, anchor: onnx.NodeProto) -> int:
+    def _index(self, anchor: NodeProto) -> int:
         return next(i for i, n in enumerate(self.nodes) if n is anchor)
 
 
-def copy_metadata(source: onnx.NodeProto, target: onnx.NodeProto, why: str) -> None:
+def copy_metadata(source: NodeProto, target: NodeProto, why: str) -> None:
     for prop in source.metadata_props:
         if prop.key != REWRITE_KEY:
             target.metadata_props.add(key=prop.key, value=prop.value)
     target.metadata_props.add(key=REWRITE_KEY, value=why)
 
 
-def module_of(node: onnx.NodeProto) -> str | None:
+def module_of(node: NodeProto) -> str | None:
     for prop in node.metadata_props:
         if prop.key == MODULE_KEY:
-            return prop.value
+            module: str = prop.value
+            return module
     return None
 
 
-def note(graph: Graph, node: onnx.NodeProto, dtypes: Iterable[int]) -> NodeNote:
+def note(graph: Graph, node: NodeProto, dtypes: Iterable[int]) -> NodeNote:
     return NodeNote(node.name, node.op_type, tuple(sorted({type_name(t) for t in dtypes})), module_of(node))
 
 
-def add_module_paths(model: onnx.ModelProto) -> None:
+def add_module_paths(model: ModelProto) -> None:
     """Each node's module path (`model.named_modules()` spelling, "" for the root) as MODULE_KEY,
     from the exporter's name scopes: "", each enclosing module's path, the op's own name."""
     for node in model.graph.node:
@@ -232,7 +239,7 @@ def fix_mixed_operands(graph: Graph) -> list[NodeNote]:
     return fixed
 
 
-def nodes_without_kernels(graph: Graph, kernels: Any) -> list[onnx.NodeProto]:
+def nodes_without_kernels(graph: Graph, kernels: Any) -> list[NodeProto]:
     """The nodes with a low-precision operand whose types no kernel of the table takes."""
     missing = []
     for node in graph.nodes:
@@ -247,11 +254,12 @@ def nodes_without_kernels(graph: Graph, kernels: Any) -> list[onnx.NodeProto]:
     return missing
 
 
-def op_of(node: onnx.NodeProto) -> str | None:
+def op_of(node: NodeProto) -> str | None:
     """Which call of the exported program the node translates (torch.onnx's name scopes end with it)."""
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.name_scopes":
-            return prop.value
+            scopes: str = prop.value
+            return scopes
     return None
 
 
@@ -259,7 +267,7 @@ def op_of(node: onnx.NodeProto) -> str | None:
 _TYPED_BY_ATTRIBUTE = {"to", "dtype", "value"}
 
 
-def with_their_ops(graph: Graph, missing: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+def with_their_ops(graph: Graph, missing: list[NodeProto]) -> list[NodeProto]:
     """Note [one rounding per op]: the nodes to run in float32, `missing` and the low-precision
     nodes that translate the same calls."""
     ops = {op_of(n) for n in missing} - {None}
@@ -278,14 +286,14 @@ SELECTING = {"Where", "Max", "Min", "Abs", "Neg", "Relu", "Identity", "Reshape",
              "Flatten", "ReduceMax", "ReduceMin", "MaxPool", "Clip"}
 
 
-def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
+def run_in_float32(graph: Graph, nodes: list[NodeProto]) -> None:
     """Note [the ONNX pass], missing kernels, and Note [one rounding per op]: `nodes` in float32; a
     low-precision value one of them makes is rounded to its dtype by a Cast, except where it goes
     to another of them translating the same call, or is a SELECTING op's result of values of the
     dtype (which rounding would not change)."""
     chosen = {id(n) for n in nodes}
     outputs = {o.name for o in graph.graph.output}
-    consumers: dict[str, list[onnx.NodeProto]] = {}
+    consumers: dict[str, list[NodeProto]] = {}
     for node in graph.nodes:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
@@ -311,10 +319,12 @@ def run_in_float32(graph: Graph, nodes: list[onnx.NodeProto]) -> None:
             graph.declare(node.output[i], FLOAT)
             unrounded[name] = (node.output[i], op, exact)
             leaves = name in outputs or any(
-                id(c) not in chosen or not (exact or (op is not None and op_of(c) == op)) for c in consumers.get(name, []))
+                id(c) not in chosen or not (exact or (op is not None and op_of(c) == op))
+                for c in consumers.get(name, []))
             if not leaves:
                 continue
-            rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"), to=low)
+            rounding = helper.make_node("Cast", [node.output[i]], [name], name=graph.fresh(f"{node.name}__round"),
+                                        to=low)
             if low in FP8:  # torch's casts to float8 do not saturate
                 rounding.attribute.append(helper.make_attribute("saturate", 0))
             graph.insert_after(node, rounding, f"rounds the float32 result to {type_name(low)}")

@@ -5,7 +5,8 @@ ops in ONNX"): a program that calls a custom op gets the op's policy baked like 
   policy by ``load_policy`` text (``policy=``, with a place: the op in float32 in one module) and by
   ``register_runtime_policy``: ``autocastgen.export`` and ``apply_policy`` give eager's bits under
   the policy, float16 and bfloat16; the precision map shows the op in the dtype the policy says; the
-  saved program gives the same bits in a process that imports the op's library and not autocastgen.
+  saved program gives the same bits in a process that imports the op's library and not autocastgen;
+  the CLI's ``apply --import user_op_library`` bakes a saved float32 program (refused without it).
 - transformers' grouped GEMM (``transformers::grouped_mm_fallback``, which a small Mixtral's experts
   call while traced) under the shipped CPU policy plus the op's entry and a place: the same, and the
   CLI's ``precision-map --import transformers.integrations.moe`` shows it (without ``--import`` the
@@ -207,9 +208,25 @@ def test_transformers_grouped_gemm_takes_its_policy_and_its_place(mixtral: dict[
     assert result["equal"] and all(result["inside_autocast"].values()), result
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, AUTOCASTGEN_PYTHON=sys.executable)
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, AUTOCASTGEN_PYTHON=sys.executable, **env)
     return subprocess.run([str(CLI), *args], capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+@pytest.mark.skipif(not CLI.is_file(), reason="the CLI is not built")
+def test_the_cli_applies_a_policy_to_a_program_calling_a_users_op(tmp_path: pathlib.Path) -> None:
+    """apply --import: the op registered before the program is read and the policy resolved."""
+    model, x = TwoBlocks(), torch.randn(3, 16)
+    torch.export.save(torch.export.export(model, (x,)), tmp_path / "f32.pt2")
+    (tmp_path / "policy.yaml").write_text(USER_POLICY)
+    command = ("apply", str(tmp_path / "f32.pt2"), "--policy", str(tmp_path / "policy.yaml"), "--dtype", "float16",
+               "-o", str(tmp_path / "f16.pt2"))
+    refused = run_cli(*command, PYTHONPATH=str(SUPPORT))
+    assert refused.returncode == 1 and "acg_user.gated_gelu" in refused.stderr and "--import" in refused.stderr
+    applied = run_cli(*command, "--import", "user_op_library", PYTHONPATH=str(SUPPORT))
+    assert applied.returncode == 0, applied.stderr
+    program = torch.export.load(tmp_path / "f16.pt2")
+    assert torch.equal(program.module()(x), eager(model, (x,), torch.float16, USER_POLICY))
 
 
 @pytest.mark.skipif(not CLI.is_file(), reason="the CLI is not built")

@@ -15,9 +15,8 @@ import argparse
 import json
 import sys
 
-import torch
-
 import mydevice  # noqa: F401 - registers the device
+import torch
 
 DEVICE = "mydevice"
 
@@ -101,7 +100,8 @@ def main() -> int:
         if not run["params_fp32_on_device"]:
             problems.append(f"{run['dtype']}: parameters left mydevice or float32")
         if not run["final_full_batch_loss"] < 0.5 * run["first_loss"]:
-            problems.append(f"{run['dtype']}: did not learn ({run['first_loss']:.4f} -> {run['final_full_batch_loss']:.4f})")
+            problems.append(f"{run['dtype']}: did not learn "
+                            f"({run['first_loss']:.4f} -> {run['final_full_batch_loss']:.4f})")
         if not 0.8 < run["vs_fp32"] < 1.25:
             problems.append(f"{run['dtype']}: final loss {run['vs_fp32']:.2f}x the float32 run's")
 
@@ -114,7 +114,8 @@ def main() -> int:
             scale = "-" if run["scale"] is None else f"{run['scale']:g}"
             print(
                 f"{run['dtype']:<10}{run['first_loss']:>12.5f}{run['last_loss']:>12.5f}"
-                f"{run['final_full_batch_loss']:>12.5f}{run['vs_fp32']:>9.3f}  {','.join(run['hidden_dtypes']):<14} {scale}"
+                f"{run['final_full_batch_loss']:>12.5f}{run['vs_fp32']:>9.3f}  "
+                f"{','.join(run['hidden_dtypes']):<14} {scale}"
             )
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)

@@ -33,8 +33,7 @@ def renamed(text: str, suffix: str) -> str:
 
 def run_schema(autocastgen: str, path: Path) -> tuple[int, bytes, bytes, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    proc = subprocess.run([autocastgen, "schema", "--schemas", str(path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+    proc = subprocess.run([autocastgen, "schema", "--schemas", str(path)], capture_output=True)
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # largest child so far, KiB
     if peak_kib <= before:
         print(f"note: RUSAGE_CHILDREN peak did not grow ({before} KiB); reporting it as is")
@@ -72,7 +71,8 @@ def main() -> int:
         for i in range(copies):
             suffix = f"c{i}"
             f.write(renamed(source, suffix))
-            expected_parts.extend(LINE_RE.sub(lambda m: rename(m, suffix), line, count=1) for line in reference_lines)
+            expected_parts.extend(LINE_RE.sub(lambda m, suffix=suffix: rename(m, suffix), line, count=1)
+                                  for line in reference_lines)
     size = out.stat().st_size
     print(f"generated {out} ({size / 1e6:.1f} MB, {copies} copies of {options.source}, "
           f"{len(expected_parts)} schemas)")

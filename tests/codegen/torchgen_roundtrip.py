@@ -50,8 +50,7 @@ def main() -> int:
         options.schemas = str(Path(folder) / "torchgen" / "packaged" / "ATen" / "native" / "native_functions.yaml")
 
     expected = torchgen_lines(options.schemas)
-    proc = subprocess.run([options.autocastgen, "schema", "--schemas", options.schemas],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run([options.autocastgen, "schema", "--schemas", options.schemas], capture_output=True)
     if proc.returncode != 0:
         print(f"FAIL: autocastgen schema exited with {proc.returncode}")
         print(proc.stderr.decode("utf-8", errors="replace"))

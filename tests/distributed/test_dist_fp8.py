@@ -20,9 +20,8 @@ import copy
 import warnings
 from pathlib import Path
 
-import torch
-
 import dist_harness
+import torch
 
 dist_harness.setup_package_path()
 
@@ -99,8 +98,9 @@ def ops_part(rank: int, world: int, mesh) -> None:
 def tp_part(rank: int, world: int, mesh) -> None:
     """ColwiseParallel + RowwiseParallel in float8 per shard: three SGD steps, each with the same input
     and output gradient as the unsharded model under the same policy."""
-    import autocastgen
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import autocastgen
 
     ref = _mlp()
     tp = parallelize_module(copy.deepcopy(ref), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
@@ -135,9 +135,10 @@ def tp_part(rank: int, world: int, mesh) -> None:
 
 def fallback_part(rank: int, world: int, mesh) -> None:
     """Layouts fp8 does not take per shard: bfloat16, counted, said once in the process, no crash."""
-    import autocastgen
     from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import autocastgen
 
     x = torch.randn(16, 32, generator=torch.Generator().manual_seed(4))
 
@@ -176,9 +177,9 @@ def fallback_part(rank: int, world: int, mesh) -> None:
 
 def fsdp_part(rank: int, world: int) -> None:
     import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
 
     import autocastgen
-    from torch.distributed.fsdp import fully_shard
 
     ref = _mlp()
     sharded = fully_shard(copy.deepcopy(ref))
@@ -205,8 +206,9 @@ def _fsdp_mlp_losses(rank: int, *, clear_before_forward: bool = False, compiled:
                      float8_all_gather: bool = False, precompute: bool = True) -> torch.Tensor:
     """Six SGD steps of a 5-layer MLP (three Linear(256, 256)), each Linear and the root
     fully_shard-ed, under torch.autocast with the fp8 policy: the loss of every step."""
-    import autocastgen.distributed
     from torch.distributed.fsdp import fully_shard
+
+    import autocastgen.distributed
 
     torch.manual_seed(0)
     layers = [m for _ in range(3) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())]
@@ -254,9 +256,10 @@ def fsdp_exact_part(rank: int, world: int) -> None:
 
 
 def worker(rank: int, world: int) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+
     import autocastgen
     import autocastgen.distributed
-    from torch.distributed.device_mesh import init_device_mesh
 
     autocastgen.load_policy(str(POLICY))
     autocastgen.distributed.register_dtensor_ops()

@@ -13,9 +13,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import torch
-
 import dist_harness
+import torch
 
 dist_harness.setup_package_path()
 

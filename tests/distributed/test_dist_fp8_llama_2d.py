@@ -24,10 +24,9 @@ import copy
 import warnings
 from pathlib import Path
 
+import dist_harness
 import pytest
 import torch
-
-import dist_harness
 
 dist_harness.setup_package_path()
 transformers = pytest.importorskip("transformers")

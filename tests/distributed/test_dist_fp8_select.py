@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import tempfile
 
-import torch
-
 import dist_harness
+import torch
 
 dist_harness.setup_package_path()
 

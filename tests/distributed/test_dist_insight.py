@@ -8,9 +8,8 @@ import os
 import subprocess
 import warnings
 
-import torch
-
 import dist_harness
+import torch
 
 dist_harness.setup_package_path()
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from unittest import mock
 
-import torch
-
 import dist_harness
+import torch
 
 dist_harness.setup_package_path()
 
@@ -59,8 +58,9 @@ def _torch_scaler_on_our_ops():
 
 
 def fsdp_worker(rank: int, world: int) -> None:
-    import autocastgen
     from torch.distributed.fsdp import fully_shard
+
+    import autocastgen
 
     runs = []
     for kind in ("torch", "autocastgen", "torch on our ops"):
@@ -91,8 +91,9 @@ def fsdp_worker(rank: int, world: int) -> None:
 
 
 def ddp_worker(rank: int, world: int) -> None:
-    import autocastgen
     from torch.nn.parallel import DistributedDataParallel
+
+    import autocastgen
 
     runs = []
     for make in (torch.amp.GradScaler, autocastgen.GradScaler):

@@ -2,7 +2,13 @@
 """Regenerates the golden generator output into a temporary directory and compares bytes; also
 checks determinism, write-only-if-changed, --check, and that a run with fewer --shards removes the
 extra shard files. `--update` refreshes the golden files."""
-import filecmp, os, subprocess, sys, tempfile, time, difflib
+import difflib
+import filecmp
+import os
+import subprocess
+import sys
+import tempfile
+import time
 
 GOLDEN = "tests/emit/golden"
 ARGS = ["generate", "--policy", "tests/data/policies/mini_all_policies.yaml",
@@ -41,7 +47,8 @@ def check_leftover_shards(cli, out):
     """A run with fewer shards removes the extra shard files of an earlier run; --check names them."""
     sharded = [cli, *SHARDED_ARGS[:-1]]
     subprocess.run([*sharded, "4", "--out", out], capture_output=True, text=True, check=True)
-    shard = lambda k: os.path.join(out, f"autocast_mini_sharded.shard{k}.cpp")
+    def shard(k):
+        return os.path.join(out, f"autocast_mini_sharded.shard{k}.cpp")
     assert all(os.path.exists(shard(k)) for k in (2, 3, 4))
     other = os.path.join(out, "autocast_mini_sharded.shard3.cpp.orig")  # not a shard's name: kept
     open(other, "w").close()
@@ -76,8 +83,8 @@ def main():
             failed = True
             print(f"files differ: generated {sorted(os.listdir(out))}, golden {sorted(os.listdir(GOLDEN))}")
         if failed:
-            print(f"golden output is stale; if the change is intended, refresh it with:\n"
-                  f"  python3 tests/emit/check_golden.py build/bin/autocastgen --update")
+            print("golden output is stale; if the change is intended, refresh it with:\n"
+                  "  python3 tests/emit/check_golden.py build/bin/autocastgen --update")
             return 1
         # A second run writes nothing and leaves timestamps alone.
         stamps = {n: os.stat(os.path.join(out, n)).st_mtime_ns for n in os.listdir(out)}

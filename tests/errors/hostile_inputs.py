@@ -110,8 +110,8 @@ def write_inputs(folder: Path) -> list[Case]:
     def stats_file(name: str, op: str = "aten::mm", calls: str = "1", module: str | None = None, extra: str = "") -> Path:
         module_member = f'"module": "{module}", ' if module is not None else ""
         (folder / name).write_text(
-            '{"version": 1, "ops": [{"op": "%s", "policy": "fp32", %s"calls": %s, "ran_in": {"Float": 1}, "casts": 0, '
-            '"cast_bytes": 0, "cache_hits": 0%s}]}\n' % (op, module_member, calls, extra))
+            f'{{"version": 1, "ops": [{{"op": "{op}", "policy": "fp32", {module_member}"calls": {calls}, '
+            f'"ran_in": {{"Float": 1}}, "casts": 0, "cast_bytes": 0, "cache_hits": 0{extra}}}]}}\n')
         return folder / name
 
     digits = stats_file("digits.json", calls="9" * 5000)

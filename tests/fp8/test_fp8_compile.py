@@ -116,7 +116,7 @@ def test_inductor_is_eager_to_bfloat16_rounding(ops, scaling):
         for i, (got, want) in enumerate(zip(c_grads, grads)):
             assert got.dtype == want.dtype
             torch.testing.assert_close(got.float(), want.float(), **tol, msg=f"step {step}: gradient {i}")
-        for (history, scale, casts), (c_history, c_scale, c_casts) in zip(states, c_states):
+        for (history, _scale, casts), (c_history, _c_scale, c_casts) in zip(states, c_states):
             assert c_casts == casts, (step, states, c_states)
             torch.testing.assert_close(torch.tensor(c_history), torch.tensor(history), **tol)
 

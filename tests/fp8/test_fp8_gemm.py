@@ -370,7 +370,7 @@ def train(ops, fp8, steps=200, **recipe):
     model = Fp8MLP(ops, fp8, **recipe)
     opt = torch.optim.Adam(model.parameters(), lr=2e-3)
     losses = []
-    for step in range(steps):
+    for _ in range(steps):
         x = torch.randn(64, 64, generator=g)
         target = torch.tanh(x @ teacher) + 0.1 * torch.sin(3 * x[:, :16])
         with torch.autocast("cpu", dtype=torch.bfloat16):

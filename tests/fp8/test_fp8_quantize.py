@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from conftest import FP8, ref_scale
+from conftest import ref_scale
 
 FORMATS = [torch.float8_e4m3fn, torch.float8_e5m2]
 SOURCES = [torch.float32, torch.bfloat16, torch.float16]

@@ -16,8 +16,9 @@ import torch
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 
-from conftest import ref_quantize  # noqa: E402
 from test_fp8_gemm import act, param  # noqa: E402
+
+from conftest import ref_quantize  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 E4M3 = torch.float8_e4m3fn

@@ -12,7 +12,6 @@ import threading
 
 import pytest
 import torch
-
 from test_fp8_gemm import act, param
 
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):

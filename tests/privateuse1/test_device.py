@@ -34,10 +34,10 @@ def test_built_from_the_installed_package() -> None:
     the runtime library in this process is the installed one."""
     prefix = Path(os.environ.get("AUTOCASTGEN_INSTALL_PREFIX", MYDEVICE_DIR.parents[1] / "install")).resolve()
     cache = (MYDEVICE_DIR / "CMakeCache.txt").read_text()
-    line = next(l for l in cache.splitlines() if l.startswith("autocastgen_DIR:"))
+    line = next(entry for entry in cache.splitlines() if entry.startswith("autocastgen_DIR:"))
     assert Path(line.split("=", 1)[1]).resolve().is_relative_to(prefix), line
     maps = Path("/proc/self/maps").read_text().splitlines()
-    runtimes = {l.split()[-1] for l in maps if l.endswith("libautocastgen_runtime_torch.so")}
+    runtimes = {m.split()[-1] for m in maps if m.endswith("libautocastgen_runtime_torch.so")}
     assert runtimes == {str(prefix / "lib" / "libautocastgen_runtime_torch.so")}, runtimes
 
 

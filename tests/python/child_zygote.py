@@ -42,7 +42,7 @@ def become_child(request: dict, responses: int) -> None:
         raise
     except BaseException:
         traceback.print_exc()
-        raise SystemExit(1)
+        raise SystemExit(1) from None
     raise SystemExit(0)
 
 

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import torch
+
 import requires
 from built_tree import require_built
 from export_checks import ISSUE_POLICY
-import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
@@ -278,6 +279,7 @@ def wasted_casts(model: object) -> list[str]:
     which has no float16 kernel there). On a runtime without low-precision kernels each Cast is a
     pass over memory."""
     import onnx
+
     from autocastgen.deploy._onnx.kernels import KernelTable
     from autocastgen.deploy._onnx.passes import LOW_PRECISION, SELECTING
 

@@ -127,14 +127,15 @@ def _child(folder: str) -> None:
             prefill = torch.export.load(f"{folder}/{name}.prefill.pt2").module()
             decode = torch.export.load(f"{folder}/{name}.decode.pt2").module()
 
-            def run(prompt: torch.Tensor) -> Tensors:
-                return greedy_with_cache(prefill, decode, prompt, case["new_tokens"])
+            def run(prompt: torch.Tensor, prefill: Any = prefill, decode: Any = decode,
+                    new_tokens: int = case["new_tokens"]) -> Tensors:
+                return greedy_with_cache(prefill, decode, prompt, new_tokens)
         else:
             program = torch.export.load(f"{folder}/{name}.step.pt2")
 
-            def run(prompt: torch.Tensor) -> Tensors:
+            def run(prompt: torch.Tensor, program: Any = program, new_tokens: int = case["new_tokens"]) -> Tensors:
                 # A fresh module per decoding: its buffers (the cache) start as saved.
-                return greedy_static(program.module(), prompt, case["new_tokens"])
+                return greedy_static(program.module(), prompt, new_tokens)
         runs = []
         for prompt, expected in case["runs"]:
             with torch.no_grad():

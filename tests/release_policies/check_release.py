@@ -36,7 +36,6 @@ import tempfile
 from pathlib import Path
 
 import yaml
-
 from policy_keys import HANDWRITTEN, POLICY_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -69,7 +69,7 @@ def test_report_in_headless_chromium(tmp_path):
     console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
     assert console == [], console
     # The model's modules, as named_modules() spells them, with their classes, in the tree.
-    for path, module in model.named_modules():
+    for path, _module in model.named_modules():
         if path.count(".") <= 3:
             assert f'data-path="{path}"' in dom.stdout, path
     assert "(LlamaDecoderLayer)" in dom.stdout and "(LlamaAttention)" in dom.stdout
@@ -106,6 +106,7 @@ def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
     data = json.loads(re.search(r'<script type="application/json" id="rows-modules">(.*?)</script>', text).group(1))
     columns = [c[0] for c in data["columns"]]
     rows = html.decode_rows(data)
+    # %-formatting keeps the JavaScript's braces as written (an f-string would double them).
     probe = """<script>
 (function () {
   const table = document.querySelector('table[data-rows="modules"]');
@@ -140,7 +141,7 @@ def test_large_table_drawn_sorted_and_filtered_in_chromium(tmp_path):
   }));
 })();
 </script>
-</body>""" % columns.index("calls")
+</body>""" % columns.index("calls")  # noqa: UP031
     page = tmp_path / "big.html"
     page.write_text(text.replace("</body>", probe))
     dom = chromium("--dump-dom", "--virtual-time-budget=5000", page.resolve().as_uri(), tmp=tmp_path)

@@ -220,7 +220,7 @@ def main(argv: list[str]) -> int:
         return 1
     order = " > ".join("|".join(r.name for r in rooms if r.layer == layer)
                        for layer in sorted({r.layer for r in rooms}, reverse=True))
-    print(f"{len(files)} files" + (f", {len(objects)} objects" if objects else "") + f": every include"
+    print(f"{len(files)} files" + (f", {len(objects)} objects" if objects else "") + ": every include"
           + (" and call" if objects else "") + f" goes down the layers {order}")
     return 0
 

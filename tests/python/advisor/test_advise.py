@@ -29,6 +29,7 @@ import sys
 import warnings
 
 import pytest
+
 import requires
 
 torch = pytest.importorskip("torch")

@@ -15,9 +15,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from built_tree import require_built
 import torch
 
+from built_tree import require_built
 
 # Verified with PyTorch 2.4, 2.7, 2.11 and 2.15 (docs/compile.md); two limits of 2.4 are gated below.
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
@@ -27,9 +27,10 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CPU_LIB = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 require_built(BUILD, "python/autocastgen/__init__.py", CPU_LIB)
 
-import autocastgen  # noqa: E402
 from torch._dynamo.backends.common import aot_autograd  # noqa: E402
 from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
+
+import autocastgen  # noqa: E402
 
 torch.ops.load_library(str(CPU_LIB))
 
@@ -243,7 +244,7 @@ def test_inductor_trains_with_statistics_on_as_eager() -> None:
         return loss
 
     tables = []
-    for model, forward in ((eager_model, loss_of(eager_model)),
+    for _model, forward in ((eager_model, loss_of(eager_model)),
                            (compiled_model, torch.compile(loss_of(compiled_model), backend="inductor", fullgraph=True))):
         with autocastgen.stats() as counted:
             for _ in range(2):

@@ -13,9 +13,10 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+
 import requires
 from built_tree import require_built
-import torch
 
 # Verified with PyTorch 2.4, 2.7, 2.11 and 2.15 (docs/compile.md). Dynamo 2.4 traces a `with` only on
 # a context manager it builds itself (a class of no __init__, called with constant positional
@@ -31,8 +32,9 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 OWN_STATE_LIB = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
 require_built(BUILD, "python/autocastgen/__init__.py", OWN_STATE_LIB)
 
-import autocastgen  # noqa: E402
 from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
+
+import autocastgen  # noqa: E402
 
 torch.ops.load_library(str(OWN_STATE_LIB))
 

@@ -7,9 +7,8 @@ ctest sets AUTOCASTGEN_BUILD_DIR; by hand:
 """
 from __future__ import annotations
 
-import json
-
 import functools
+import json
 import sys
 from pathlib import Path
 

@@ -30,9 +30,9 @@ import pathlib
 import warnings
 
 import pytest
+import torch
 
 import requires
-import torch
 from built_tree import require_built
 
 transformers = requires.module("transformers")
@@ -41,14 +41,17 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 require_built(BUILD, "python/autocastgen/__init__.py")
 
+from torch.export import Dim  # noqa: E402
+from transformers.cache_utils import DynamicCache  # noqa: E402
+from transformers.integrations.executorch import (  # noqa: E402
+    TorchExportableModuleWithStaticCache,
+    register_dynamic_cache_export_support,
+)
+
 import autocastgen  # noqa: E402
 from export_checks import ISSUE_POLICY, SavedCases  # noqa: E402
 from export_generation import SavedGenerations, greedy_static, greedy_with_cache, same  # noqa: E402
 from rotation import rotating  # noqa: E402
-from torch.export import Dim  # noqa: E402
-from transformers.cache_utils import DynamicCache  # noqa: E402
-from transformers.integrations.executorch import (  # noqa: E402
-    TorchExportableModuleWithStaticCache, register_dynamic_cache_export_support)
 
 pytestmark = pytest.mark.skipif(autocastgen._export.supported() is not None, reason=str(autocastgen._export.supported()))
 

@@ -18,9 +18,9 @@ import pathlib
 import warnings
 
 import pytest
+import torch
 
 import requires
-import torch
 from built_tree import require_built
 
 transformers = requires.module("transformers")

@@ -29,8 +29,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from built_tree import require_built
 import torch
+
+from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))

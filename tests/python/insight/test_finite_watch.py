@@ -55,7 +55,7 @@ PRELUDE = textwrap.dedent(
     torch_fp16 = lambda: torch.autocast("cpu", dtype=torch.float16)
     """
 )
-LINEAR_LINE = PRELUDE.splitlines().index(next(l for l in PRELUDE.splitlines() if l.endswith("# LINEAR"))) + 1
+LINEAR_LINE = PRELUDE.splitlines().index(next(s for s in PRELUDE.splitlines() if s.endswith("# LINEAR"))) + 1
 
 # How each state is set up: what the child loads, and the float16 autocast scope it runs under.
 STATES = {
@@ -199,7 +199,7 @@ def test_record_env_var_writes_the_ranges_at_exit(tmp_path):
 def test_bad_values_warn_or_raise_and_never_stop_the_run(tmp_path):
     path = tmp_path / "missing-dir" / "ranges.json"
     result = run_child(
-        f"""
+        """
         import autocastgen
         errors = []
         for bad in (lambda: autocastgen.insight.set_finite_mode("loud"), lambda: autocastgen.watch("loud")):
@@ -208,7 +208,7 @@ def test_bad_values_warn_or_raise_and_never_stop_the_run(tmp_path):
             except ValueError as e:
                 errors.append(str(e))
         model(small)
-        print(json.dumps({{"mode": autocastgen.insight.finite_mode(), "errors": errors}}))
+        print(json.dumps({"mode": autocastgen.insight.finite_mode(), "errors": errors}))
         """,
         env={"AUTOCASTGEN_FINITE": "loud", "AUTOCASTGEN_RECORD": str(path)},
     )

@@ -10,7 +10,6 @@ AUTOCASTGEN_CLI; by hand:
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import subprocess

@@ -29,8 +29,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from built_tree import require_built
 import torch
+
+from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
@@ -91,7 +92,7 @@ def test_compiled_wrappers_run_under_autocast(compiled, files):
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.ops.acg_tree.scale(a, b).dtype == torch.bfloat16
-        assert seen[-1] == (torch.bfloat16, torch.bfloat16)
+        assert seen[-1] == (torch.bfloat16, torch.bfloat16)  # noqa: F821 - exec(DEFINE_OPS) defines it
         assert torch.mm(a.bfloat16(), b).dtype == torch.float32  # PyTorch's own CPU list has mm in bf16
     assert torch.ops.acg_tree.scale(a, b).dtype == torch.float32
 

@@ -11,14 +11,14 @@ values are compared with eager bit for bit; Inductor's by dtype and within its t
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 
 import pytest
-from built_tree import require_built
 import torch
+
+from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
@@ -26,9 +26,10 @@ MM_ONLY_LIB = BUILD / "lib" / "libautocastgen_test_mm_only.so"
 require_built(BUILD, "python/autocastgen/__init__.py", MM_ONLY_LIB)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
+
 import autocastgen  # noqa: E402
 import child_process  # noqa: E402
-from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 MM_FP32 = "autocast: {device: cpu}\nlists:\n  fp32: [mm]\n"

@@ -23,6 +23,7 @@ import types
 from pathlib import Path
 
 import pytest
+
 from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[3]

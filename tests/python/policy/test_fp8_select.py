@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from built_tree import require_built
 import torch
+
+from built_tree import require_built
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

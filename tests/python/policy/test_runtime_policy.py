@@ -534,7 +534,7 @@ def test_same_as_pytorch_cuda_kernel_on_fake_tensors(op):
         with fake_tensor.FakeTensorMode():
             for dtype in (F32, F16, BF16, F64):
                 x = torch.rand(4, 4, device="cuda", dtype=dtype)
-                results.append(run_logged(lambda: call(x), fake_cuda_autocast)[:2])
+                results.append(run_logged(lambda x=x: call(x), fake_cuda_autocast)[:2])
         return results
 
     theirs = go()

@@ -60,13 +60,12 @@ LIST_NAMES = (
 sys.path.insert(0, str(REPO / "tests" / "release_policies"))
 from policy_keys import HANDWRITTEN, POLICY_KEYS  # noqa: E402
 
-
 # --------------------------------------------------------------------------------------------
 # Schemas: the installed native_functions.yaml
 # --------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def native_schemas():
     """{'name' or 'name.overload': FunctionSchema} for every entry of native_functions.yaml."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -90,7 +89,7 @@ def is_eligible_schema(schema):
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def overloads_by_name():
     by_name = {}
     for key, schema in native_schemas().items():
@@ -160,7 +159,7 @@ def check_entry_fields(filename, list_name, item):
             raise ValueError(f"{filename}: {item!r}: redispatch target takes no ScalarType dtype")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_policy(filename):
     """Returns (header, {list_name: {overload_key: entry}}) with extends/remove applied."""
     return _load_policy(POLICY_DIR / filename, ())
@@ -222,7 +221,7 @@ def dispatch_key_exists(key):
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def registered_ops(key):
     """Overload keys ('aten::' dropped; other namespaces kept) with a real kernel for `key`."""
     found = set()

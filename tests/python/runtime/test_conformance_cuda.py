@@ -29,8 +29,15 @@ if not torch.cuda.is_available():
 pytest.importorskip("expecttest")  # torch.testing._internal imports it
 autocast_test_lists = pytest.importorskip("torch.testing._internal.autocast_test_lists")
 
-from autocast_conformance import (autocast_kernel, differing_cases, make_calls,  # noqa: E402
-                                  misregistered_kernels, run_all, wrapper_mismatches, wrapper_trace_function)
+from autocast_conformance import (  # noqa: E402
+    autocast_kernel,
+    differing_cases,
+    make_calls,
+    misregistered_kernels,
+    run_all,
+    wrapper_mismatches,
+    wrapper_trace_function,
+)
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()

@@ -12,7 +12,6 @@ import os
 import pytest
 import torch
 
-
 # The fp8 GEMMs' kernels, fake ones included, refuse to run where PyTorch has no CPU _scaled_mm
 # (2.11 and later have one; 2.4 and 2.7 do not): the fp8 policy runs such calls in the
 # lower-precision dtype instead (docs/fp8.md), so there is no fp8 GEMM to check.

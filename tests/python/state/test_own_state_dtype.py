@@ -15,7 +15,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from built_tree import require_built
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

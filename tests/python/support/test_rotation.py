@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 import rotation
 from rotation import MAX_STEP, window, windows
 

@@ -201,15 +201,20 @@ function(_autocastgen_torch_from_release_dir)
   endforeach()
   add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)
   target_include_directories(autocastgen::torch SYSTEM INTERFACE "${dir}/include" "${dir}/include/torch/csrc/api/include")
-  target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" -lstdc++
-    autocastgen_stand_in_torch autocastgen_stand_in_torch_cpu autocastgen_stand_in_c10 "-Wl,--as-needed")
+  # A stand-in defines nothing, so --as-needed would drop it: what links these links with
+  # --no-as-needed throughout (a link option comes before every library; CMake reorders and
+  # merges repeated flags among the libraries, so a --no-as-needed/--as-needed pair there is not
+  # kept around its libraries).
+  target_link_options(autocastgen::torch INTERFACE "LINKER:--no-as-needed")
+  target_link_libraries(autocastgen::torch INTERFACE -lstdc++
+    autocastgen_stand_in_torch autocastgen_stand_in_torch_cpu autocastgen_stand_in_c10)
   target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
   target_compile_definitions(autocastgen::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${cxx11_abi})
   add_library(autocastgen::torch_python INTERFACE IMPORTED GLOBAL)
-  target_link_libraries(autocastgen::torch_python INTERFACE "-Wl,--no-as-needed" autocastgen_stand_in_torch_python "-Wl,--as-needed")
+  target_link_libraries(autocastgen::torch_python INTERFACE autocastgen_stand_in_torch_python)
   if(AUTOCASTGEN_TORCH_RELEASE_CUDA)
     add_library(autocastgen::c10_cuda INTERFACE IMPORTED GLOBAL)
-    target_link_libraries(autocastgen::c10_cuda INTERFACE "-Wl,--no-as-needed" autocastgen_stand_in_c10_cuda "-Wl,--as-needed")
+    target_link_libraries(autocastgen::c10_cuda INTERFACE autocastgen_stand_in_c10_cuda)
   endif()
   if(cxx11_abi)
     set(abi_note "")

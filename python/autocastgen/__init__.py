@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import sys
 
-from . import compile, deploy, distributed, insight  # compile: the documented autocastgen.compile.CacheError
+from . import compile as compile  # the documented autocastgen.compile.CacheError (a re-export)
+from . import deploy, distributed, insight
 from ._core.paths import build_info, build_tree
 from ._core.runtime import load_runtime
 from ._export import ExportError, ProgramFileError, apply_policy, export, load_program, precision_map
@@ -73,6 +74,7 @@ from .state import (
     state_guard,
     with_state,
 )
+
 
 def _version() -> str:
     """The package's version (CMakeLists.txt's project version), recorded by the build in the pip

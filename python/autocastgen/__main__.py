@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("AUTOCASTGEN_PYTHON", sys.executable)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(cli, ["autocastgen", *args], env)
-    return 1  # not reached: execve replaces the process or raises
+    os.execve(cli, ["autocastgen", *args], env)  # replaces the process, or raises
 
 
 if __name__ == "__main__":

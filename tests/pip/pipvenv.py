@@ -1,11 +1,12 @@
-"""Helpers of the pip tests: the clone, a clean environment, running commands in the venv."""
+"""Helpers of the pip tests: the clone, the wheel, fresh venvs with torch alone, running commands in them."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import tomllib
+import time
 from pathlib import Path
 
 import pytest
@@ -32,28 +33,117 @@ def run(args, cwd, check=True, env=None, **kwargs) -> subprocess.CompletedProces
     return done
 
 
-def backend_requirement() -> str:
-    """The pinned build backend, read from pyproject.toml (its one place)."""
-    with open(REPO / "pyproject.toml", "rb") as f:
-        (requirement,) = tomllib.load(f)["build-system"]["requires"]
-    return requirement
+# Note [the wheel as users install it]
+# The pip tests install the wheel scripts/wheel builds, as a user does: into a fresh venv whose only
+# packages are torch and what torch requires (linked from an environment that has that torch: the
+# machine's Python for the pinned release, scripts/torch-releases' venvs for the others), so
+# PyYAML, pytest, the build backend and everything else the machine has are absent; with
+# `pip install --no-index` (the wheel needs nothing but torch); and run with PATH holding the venv's
+# bin/ alone, so no compiler, CMake or ninja is found. What needs a compiler (compile_policy, a C++
+# backend's build) is run with the machine's PATH, as its users have one. The wheel holds the
+# pinned release and one other installed release, taken by the rotation index; a venv of a third
+# installed release checks the ImportError for a release outside the wheel.
+
+PINNED = next(line.split("==")[1].strip() for line in (REPO / "scripts" / "requirements.txt").read_text().splitlines()
+              if line.startswith("torch=="))
 
 
-def make_venv(root: Path) -> dict[str, Path]:
-    """A venv in ``root`` that sees the machine's torch, with autocastgen pip-installed from the clone."""
+def torch_releases(*args: str) -> str:
+    return subprocess.run([sys.executable, REPO / "scripts" / "torch-releases", *args], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def wheel_releases() -> tuple[list[str], str]:
+    """The releases the wheel under test holds (the pinned one first) and one it does not hold."""
+    others = [v for v in torch_releases("list", "--installed").split() if v != PINNED]
+    index = int(os.environ.get("AUTOCASTGEN_ROTATION_INDEX", "0"))
+    second = others[(index // 4) % len(others)]
+    outside = others[(index // 4 + 1) % len(others)]
+    return [PINNED, second], outside
+
+
+def python_with(release: str) -> Path:
+    """An interpreter whose environment has torch ``release``: this one for the pinned release."""
+    if release == PINNED:
+        return Path(sys.executable)
+    return Path(torch_releases("venv", release))
+
+
+def build_wheel(releases: list[str], out: Path) -> Path:
+    """scripts/wheel for ``releases``, or $AUTOCASTGEN_WHEEL when a run gives one already built."""
+    given = os.environ.get("AUTOCASTGEN_WHEEL")
+    if given:
+        return Path(given)
+    done = run([sys.executable, REPO / "scripts" / "wheel", "--torch", ",".join(releases), "--out", out], cwd=REPO,
+               timeout=3600)
+    (out / "wheel.log").write_text(done.stderr)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+TORCH_CLOSURE = """
+import importlib.metadata as md, json
+from pip._vendor.packaging.requirements import Requirement
+from pip._vendor.packaging.utils import canonicalize_name
+found, done, todo = {}, set(), [("torch", frozenset())]
+while todo:  # each distribution with the extras asked of it (torch asks cuda-toolkit for some)
+    name, extras = todo.pop()
+    name = canonicalize_name(name)
+    if (name, extras) in done:
+        continue
+    done.add((name, extras))
+    try:
+        dist = found.get(name) or md.distribution(name)
+    except md.PackageNotFoundError:
+        continue
+    found[name] = dist
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in {"", *extras}):
+            todo.append((req.name, frozenset(req.extras)))
+tops = {str(d.locate_file(f.parts[0])) for d in found.values() for f in (d.files or [])
+        if f.parts[0] not in ("..", "__pycache__")}
+print(json.dumps({"dists": sorted(found), "paths": sorted(tops)}))
+"""
+
+
+def torch_alone_venv(root: Path, release: str) -> dict[str, object]:
+    """A fresh venv holding torch ``release`` and what it requires, nothing else (Note [the wheel as
+    users install it])."""
+    closure = json.loads(run([python_with(release), "-c", TORCH_CLOSURE], cwd=root).stdout)
+    assert "pyyaml" not in closure["dists"], closure["dists"]
+    packages = root / "torch-alone"
+    packages.mkdir()
+    for path in map(Path, closure["paths"]):
+        if path.exists():
+            (packages / path.name).symlink_to(path)
     env_dir = root / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", env_dir], cwd=root)
+    run([sys.executable, "-m", "venv", env_dir], cwd=root)
     python = env_dir / "bin" / "python"
-    # The build backend from PyPI (or pip's cache), as pinned; torch is the machine's (no isolation).
-    run([python, "-m", "pip", "install", "-q", backend_requirement()], cwd=root)
-    # The compilers and warning flags of the build that runs the test (tests/pip/CMakeLists.txt), so
-    # that ccache shares objects with it.
-    build_env = clean_env(CMAKE_ARGS=os.environ.get("AUTOCASTGEN_PIP_CMAKE_ARGS", ""))
-    install = run([python, "-m", "pip", "install", "-v", "--no-build-isolation", REPO], cwd=root, timeout=3600,
-                  env=build_env)
-    (root / "pip-install.log").write_text(install.stdout + install.stderr)
-    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"], cwd=root).stdout.strip()
+    site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root).stdout.strip()
+    (Path(site) / "torch-alone.pth").write_text(f"{packages}\n")
+    # venv's own setuptools (Python 3.11's venv installs one) would hide the one torch requires.
+    run([python, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], cwd=root, env=clean_env(PATH=str(python.parent)))
+    return {"python": python, "site": Path(site), "dists": closure["dists"]}
+
+
+def user_env(venv: dict[str, Path]) -> dict[str, str]:
+    """The environment of a user with the wheel and no build tools: PATH is the venv's bin/ alone."""
+    return clean_env(PATH=str(venv["python"].parent))
+
+
+def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False) -> dict[str, Path]:
+    """A torch-alone venv of ``release`` with the wheel pip-installed (no index, no build tools);
+    ``no_deps``: installed whatever its Requires-Dist says of this torch, as after a user's later
+    ``pip install torch==...`` (pip says the requirement is not met, and goes on)."""
+    made = torch_alone_venv(root, release)
+    python = made["python"]
+    started = time.monotonic()
+    install = run([python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
+                   *(["--no-deps"] if no_deps else []), wheel], cwd=root, env=clean_env(PATH=str(python.parent)))
+    seconds = time.monotonic() - started
+    (root / "pip-install.log").write_text(f"{seconds:.1f} s\n" + install.stdout + install.stderr)
+    print(f"pip install of {wheel.name} into a torch {release} venv: {seconds:.1f} s")
     work = root / "outside"  # every command of the tests runs here, outside the clone
     work.mkdir()
-    return {"python": python, "script": env_dir / "bin" / "autocastgen", "package": Path(site) / "autocastgen",
-            "work": work}
+    return {"python": python, "script": python.parent / "autocastgen", "package": made["site"] / "autocastgen",
+            "work": work, "release": release, "install_seconds": seconds}

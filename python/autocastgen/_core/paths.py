@@ -6,11 +6,14 @@ beside its own file, so a module can move between the package's folders and stil
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["BIN", "BUILD_LIB", "IMPORTED_FROM", "INCLUDE", "LIB", "PACKAGE", "RUNTIMES", "SHARE", "build_info", "build_tree"]
+__all__ = [
+    "BIN", "BUILD_LIB", "IMPORTED_FROM", "INCLUDE", "LIB", "PACKAGE", "RUNTIMES", "SHARE", "build_info", "build_tree",
+]
 
 # The package's folder as Python imported it (the file names of its frames start with it) ...
 IMPORTED_FROM = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,19 +36,19 @@ def build_tree() -> ModuleType | None:
     """``autocastgen._build_tree``, which python/CMakeLists.txt writes into a build tree's copy of the
     package only: where the generator, the runtime's headers, the templates and the shipped policies
     of that tree are. None elsewhere (the pip package)."""
-    try:
-        from .. import _build_tree  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _build_tree
+    return _generated("_build_tree")
 
 
 def build_info() -> ModuleType | None:
     """``autocastgen._build_info``, which CMake writes into the pip package only
     (cmake/AutocastgenInstall.cmake): the package's version and, built from source, the torch release
     it was built against (empty in the wheel, which has one runtime per release). None elsewhere."""
+    return _generated("_build_info")
+
+
+def _generated(name: str) -> ModuleType | None:
+    """The package's module ``name`` that a build writes, or None where none was written."""
     try:
-        from .. import _build_info  # type: ignore[attr-defined]
-    except ImportError:
+        return importlib.import_module(f"{__package__.rsplit('.', 1)[0]}.{name}")
+    except ModuleNotFoundError:
         return None
-    return _build_info

@@ -99,9 +99,9 @@ class CompileError(RuntimeError):
     generated source until the next attempt.
     """
 
-    def __init__(self, message: str, log: Path) -> None:
+    def __init__(self, message: str, log: Path | None) -> None:
         super().__init__(message)
-        self.log = log
+        self.log = log  # None where nothing was compiled (a tool is missing)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -467,6 +467,18 @@ def _compiler() -> dict[str, str]:
     return result
 
 
+def _missing_tools() -> str:
+    """What compiling needs and this machine lacks, in words; "" when nothing is missing: a C++
+    compiler (``$CXX``, else ``c++``) and ninja, which cpp_extension drives."""
+    missing = []
+    compiler = _compiler()
+    if compiler["version"] == "not found":
+        missing.append(f"a C++ compiler ({compiler['command']} is not on PATH; set CXX or install g++)")
+    if shutil.which("ninja") is None:
+        missing.append("ninja (pip install ninja, or the ninja-build package)")
+    return " and ".join(missing)
+
+
 def _ldflags(layout: _Layout) -> list[str]:
     directory = str(layout.runtime.parent)
     return [f"-L{directory}", f"-l{_RUNTIME_LINK_NAME}", f"-Wl,-rpath,{directory}"]
@@ -615,6 +627,10 @@ def _file_lock(path: Path, name: str) -> Iterator[None]:
 def _build(root: Path, entry: Path, request: _Request, problem: str | None, verbose: bool) -> dict[str, Any]:
     """Generates and compiles ``request`` into a private folder, then renames it to ``entry``.
     Called under the entry's lock."""
+    missing = _missing_tools()
+    if missing:  # the one part of the package that needs build tools (docs/python.md)
+        raise CompileError(f"autocastgen.compile_policy: compiling policy '{request.name}' needs {missing}; "
+                           "everything else in autocastgen runs without them", None)
     work = root / f".{request.stem}.build"
     shutil.rmtree(work, ignore_errors=True)  # a builder killed half-way
     work.mkdir()

@@ -21,7 +21,8 @@ if(AUTOCASTGEN_WHEEL_PART STREQUAL "runtime")
   set(runtime_dir _runtime/torch-${release_minor})
   set(runtime_targets)
   foreach(lib autocastgen_runtime_torch autocastgen_runtime_torch_cuda autocastgen_kernels autocastgen_kernels_cuda)
-    if(TARGET ${lib})
+    # The CUDA kernels only with the CUDA part: built by this toolkit, they belong to its CUDA major.
+    if(TARGET ${lib} AND NOT (lib STREQUAL "autocastgen_kernels_cuda" AND NOT AUTOCASTGEN_SCALER_CUDA_OPS))
       list(APPEND runtime_targets ${lib})
       string(REPLACE "autocastgen_" "" export_name ${lib})
       # torch's libraries: already loaded by the torch that imports us, or beside it in site-packages.

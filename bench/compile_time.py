@@ -9,7 +9,14 @@ its wall time and its compilers' CPU time (user + system, summed over the files)
 ratio table. With --shipped, a second table: the generated sources of the three libraries
 schemas/CMakeLists.txt builds (cpu, cpu with --state autocastgen, cuda) compiled together on --jobs
 cores, unsharded and in --shipped-shards shards each, as `ninja -j<jobs>` builds them."""
-import argparse, os, re, statistics, subprocess, sys, tempfile, time
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 
 def torch_dir():

@@ -32,8 +32,8 @@ import textwrap
 import time
 import warnings
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
@@ -44,10 +44,10 @@ import onnx  # noqa: E402
 import onnx.reference  # noqa: E402
 import onnxruntime  # noqa: E402
 import torch  # noqa: E402
+from paired import paired_ratios  # noqa: E402
 
 import autocastgen  # noqa: E402
 import deploy_support as ds  # noqa: E402
-from paired import paired_ratios  # noqa: E402
 
 # What each converter is asked, as near to the policy as its rules reach (op types, node names):
 # "defaults" converts the whole graph but what its built-in rules keep; "linear fp32" keeps the

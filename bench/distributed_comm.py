@@ -11,7 +11,6 @@ are not seen here. Prints a markdown table (docs/distributed.md quotes it).
 from __future__ import annotations
 
 import collections
-import copy
 import sys
 from pathlib import Path
 
@@ -91,10 +90,11 @@ def _step(model, opt, scaler, x, after_step=None) -> None:
 
 
 def worker(rank: int, world: int) -> None:
-    import autocastgen
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import autocastgen
 
     counter = Counter()
     mesh = init_device_mesh("cpu", (world,))

@@ -17,10 +17,10 @@ import statistics
 import time
 
 import torch
+from places_step import make_model
 
 import autocastgen
 from autocastgen import places
-from places_step import make_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -87,7 +87,7 @@ def main():
     runs = []
     for _ in range(args.processes):
         # stderr holds PyTorch's kernel-override warnings; it is shown only when the run fails.
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
             sys.stderr.flush()

@@ -9,7 +9,13 @@ lambdas (the whole op: dispatcher, autocast kernel, casts, the CPU kernel, freei
 two run lengths, and reports the marginal count (difference of instructions / difference of calls),
 so one-off work (first-call initialisation, Google Benchmark's batches) drops out. Ratios are
 against PyTorch's built-in autocast kernels and, with --before, against the other build."""
-import argparse, os, re, shutil, subprocess, sys, tempfile
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 
 OFF_CASES = r"^cpu/[a-z0-9_]+ \([a-z_0-9]+\)$"  # everything off: no statistics, no watch
 # In the annotated call tree: a caller line ('<', with its call count) and the function line ('*').

@@ -7,7 +7,11 @@ generated process also times every op with per-op statistics on (`<op> [stats on
 with the same op's statistics-off runs (Google Benchmark's random interleaving), and the ratio
 on / off is printed too, and the same for the non-finite watch (`<op> [watch on]`, record mode). --before BINARY also times another build's --mode=generated (say, one
 from before a change to the drivers) in the same rounds."""
-import argparse, json, statistics, subprocess, sys
+import argparse
+import json
+import statistics
+import subprocess
+import sys
 
 STATS_ON = " [stats on]"
 WATCH_ON = " [watch on]"

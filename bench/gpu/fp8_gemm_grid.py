@@ -23,7 +23,6 @@ import sys
 import traceback
 
 import torch
-
 from timing import add_device_argument, device_ms, device_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -130,8 +129,9 @@ def main():
     if DEVICE == "cuda" and not torch.cuda.is_available():
         print("fp8_gemm_grid.py: no CUDA device", file=sys.stderr)
         return 2
-    import autocastgen  # noqa: F401
     from torch._inductor import config as inductor_config
+
+    import autocastgen  # noqa: F401
 
     inductor_config.force_disable_caches = True
     variants = ["bf16", "fp8-tensorwise", "rowwise", "rowwise-gw-hp"]

@@ -28,7 +28,6 @@ import sys
 import traceback
 
 import torch
-
 from timing import add_device_argument, device_ms, device_name
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -194,8 +193,9 @@ def main():
     if not torch.cuda.is_available() and DEVICE == "cuda":  # torch.cuda first: a --device cpu try reaches it too
         print("bench/gpu/fp8_linear.py: no CUDA device", file=sys.stderr)
         return 2
-    import autocastgen  # noqa: F401  -- loads the runtime library (the fp8 ops, runtime policies)
     from torch._inductor import config as inductor_config
+
+    import autocastgen  # noqa: F401  -- loads the runtime library (the fp8 ops, runtime policies)
 
     # PyTorch's compile caches key on the traced Dynamo graph, not on the policy loaded: the fp8
     # variants trace the same Dynamo graph as bf16 and would be served bf16's compiled code

@@ -21,7 +21,6 @@ import statistics
 import sys
 
 import torch
-
 from timing import device_ms, device_name
 
 E4M3 = torch.float8_e4m3fn

@@ -52,7 +52,6 @@ import time
 import traceback
 
 import torch
-
 from paired import paired_ratios, verdict
 from timing import add_device_argument, device_name, synchronize
 
@@ -281,8 +280,9 @@ def main():
     if DEVICE == "cuda" and not torch.cuda.is_available():
         print("llama_fp8.py: no CUDA device", file=sys.stderr)
         return 2
-    import autocastgen  # noqa: F401
     from torch._inductor import config as inductor_config
+
+    import autocastgen  # noqa: F401
 
     inductor_config.force_disable_caches = not args.turn
     for listed in (args.variants, args.compiled_variants or ""):

@@ -30,7 +30,6 @@ import sys
 import time
 
 import torch
-
 from paired import paired_ratios, verdict
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -21,7 +21,6 @@ import subprocess
 import sys
 
 import torch
-
 from timing import add_device_argument, device_ms, device_name, wall_us
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -69,9 +68,10 @@ def big_tensor_rows(numel, device):
         found_inf = torch.zeros(1, device=device)
         inv = halve_then_double(device)
         moved = 2 * g.numel() * g.element_size()  # read + write, per call
-        copy = device_ms(lambda: (dst.copy_(g), g.copy_(dst)), device) / 2
-        t_ours = device_ms(lambda: ours([g], found_inf, inv), device) / 2
-        t_torch = optional_ms(lambda: pytorch([g], found_inf, inv), device)
+        # The tensors bound now: `del` drops them at the end of the iteration.
+        copy = device_ms(lambda g=g, dst=dst: (dst.copy_(g), g.copy_(dst)), device) / 2
+        t_ours = device_ms(lambda g=g: ours([g], found_inf, inv), device) / 2
+        t_torch = optional_ms(lambda g=g: pytorch([g], found_inf, inv), device)
         t_torch = t_torch and t_torch / 2
         rows.append({
             "row": f"unscale {numel} {name}",

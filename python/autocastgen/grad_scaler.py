@@ -116,7 +116,7 @@ class GradScaler:
 
     The constructor arguments, methods, errors and state dict are those of
     ``torch.amp.GradScaler``; with the default keyword-only extras every scale and every
-    parameter comes out bit for bit as with PyTorch's scaler (tests/python/test_grad_scaler_dropin.py).
+    parameter comes out bit for bit as with PyTorch's scaler (tests/python/grad_scaler/test_grad_scaler_dropin.py).
     The differences:
 
     * the unscale runs ``torch.ops.autocastgen.non_finite_check_and_unscale_``, which accepts

@@ -98,7 +98,7 @@ def python_extension() -> ModuleType | None:
             spec.loader.exec_module(module)
             sys.modules[name] = module
             return module
-    return None  # built for another Python (the wheel's tag says which)
+    return None  # built for another Python: the op is called through torch.ops instead
 
 
 def _candidates() -> list[Path]:

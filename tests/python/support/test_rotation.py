@@ -11,9 +11,10 @@ import pytest
 import rotation
 from rotation import MAX_STEP, window, windows
 
-# (cases, per_run): test_deploy_aoti (8, 1), test_deploy_models (4, 1), test_export_models (32, 4);
-# and shapes whose windows wrap (per_run not dividing the cases), or take everything.
-SHAPES = [(8, 1), (4, 1), (32, 4), (2, 1), (3, 1), (5, 2), (7, 3), (6, 4), (3, 5)]
+# (cases, per_run): test_deploy_aoti (8, 1), test_deploy_models (4, 1), test_export_models (32, 4),
+# test_export_corpus (200, 24); and shapes whose windows wrap (per_run not dividing the cases), or
+# take everything.
+SHAPES = [(8, 1), (4, 1), (32, 4), (200, 24), (2, 1), (3, 1), (5, 2), (7, 3), (6, 4), (3, 5)]
 
 
 def taken(count: int, per_run: int, case: int, length: int) -> list[bool]:

@@ -121,8 +121,11 @@ def torch_alone_venv(root: Path, release: str) -> dict[str, object]:
     python = env_dir / "bin" / "python"
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root).stdout.strip()
     (Path(site) / "torch-alone.pth").write_text(f"{packages}\n")
-    # venv's own setuptools (Python 3.11's venv installs one) would hide the one torch requires.
-    run([python, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], cwd=root, env=clean_env(PATH=str(python.parent)))
+    # venv's own setuptools (Python 3.11's venv installs one) would hide the one torch requires where
+    # torch requires one (2.15 does; 2.4 does not, and a venv's is what its cpp_extension then uses).
+    if "setuptools" in closure["dists"]:
+        run([python, "-m", "pip", "uninstall", "-q", "-y", "setuptools"], cwd=root,
+            env=clean_env(PATH=str(python.parent)))
     return {"python": python, "site": Path(site), "dists": closure["dists"]}
 
 

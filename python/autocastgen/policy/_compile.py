@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -469,13 +470,16 @@ def _compiler() -> dict[str, str]:
 
 def _missing_tools() -> str:
     """What compiling needs and this machine lacks, in words; "" when nothing is missing: a C++
-    compiler (``$CXX``, else ``c++``) and ninja, which cpp_extension drives."""
+    compiler (``$CXX``, else ``c++``), ninja, which cpp_extension drives, and setuptools, which it
+    imports."""
     missing = []
     compiler = _compiler()
     if compiler["version"] == "not found":
         missing.append(f"a C++ compiler ({compiler['command']} is not on PATH; set CXX or install g++)")
     if shutil.which("ninja") is None:
         missing.append("ninja (pip install ninja, or the ninja-build package)")
+    if importlib.util.find_spec("setuptools") is None:  # torch.utils.cpp_extension imports it
+        missing.append("setuptools (pip install setuptools)")
     return " and ".join(missing)
 
 

@@ -11,6 +11,9 @@ that imports nothing but torch; the MoE families, whose experts call transformer
 deployment of them must, and exactly their programs hold that op. The section's module runs in
 float32 and the rest in the lower dtype.
 
+F.interpolate's modes keep a dynamic batch (test_interpolate_keeps_a_dynamic_batch: the upsample ops'
+C++ kernels specialized MobileViT's; Note [which ops a program keeps] in _export/ops.py).
+
 Every family here is one torch.export.export exports and runs (the float32 program gives eager's
 bits), checked first: a family PyTorch could no longer export would fail as PyTorch's, not ours.
 
@@ -148,3 +151,45 @@ def test_a_family_is_eager_under_the_policy_after_save_and_load(results, case) -
     inside, outside = here["ran_in"]
     assert inside == {"float32"}, inside
     assert case[1] in outside, outside
+
+
+class Interpolations(torch.nn.Module):
+    """F.interpolate's modes on (batch, 4, 6, 6) images, by scale factor and by size (the upsample
+    ops' .vec overloads: Note [which ops a program keeps] in _export/ops.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F = torch.nn.functional
+        x = self.conv(x)
+        parts = [F.interpolate(x, scale_factor=2, mode="nearest"),
+                 F.interpolate(x, scale_factor=2, mode="bilinear"),
+                 F.interpolate(x, size=(12, 12), mode="bilinear", align_corners=True),
+                 F.interpolate(x, scale_factor=2, mode="bicubic"),
+                 F.interpolate(x, size=(12, 12), mode="nearest-exact")]
+        line = F.interpolate(x.flatten(2), scale_factor=4, mode="linear").reshape(x.shape[0], 4, 12, 12)
+        volume = F.interpolate(x.unsqueeze(2), scale_factor=(1, 2, 2), mode="trilinear").squeeze(2)
+        return torch.cat([*parts, line, volume], dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_interpolate_keeps_a_dynamic_batch(dtype: torch.dtype) -> None:
+    """The upsample ops' C++ kernels would specialize the batch (MobileViT's); the program keeps it
+    dynamic and gives eager's bits at batch sizes other than the trace's."""
+    torch.manual_seed(0)
+    model = Interpolations().eval()
+    autocastgen.clear_runtime_policies()
+    autocastgen.load_policy(autocastgen.shipped_policy("cpu"))
+    try:
+        program = autocastgen.export(model, (torch.randn(2, 4, 6, 6),), device="cpu", dtype=dtype,
+                                     dynamic_shapes=({0: torch.export.Dim.AUTO},))
+        assert program.range_constraints, "the batch was specialized"
+        for batch in (2, 3, 5):
+            x = torch.randn(batch, 4, 6, 6)
+            with autocastgen.attach(model), torch.autocast("cpu", dtype=dtype):
+                expected = model(x)
+            assert torch.equal(program.module()(x), expected), batch
+    finally:
+        autocastgen.clear_runtime_policies()

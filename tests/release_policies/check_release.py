@@ -44,7 +44,7 @@ HARNESS = HERE / "device_neutral_lists.cpp"
 RECORDS = HERE / "registrations"
 POLICIES = ROOT / "schemas" / "policies"
 GENERIC = POLICIES / "generic.yaml"
-PARITY_TEST = ROOT / "tests" / "python" / "test_shipped_policies.py"
+PARITY_TEST = ROOT / "tests" / "python" / "policy" / "test_shipped_policies.py"
 # Which of its tests run under an older torch: all but the behaviour tests on fake cuda/xpu/mtia
 # tensors, which lean on what each release's fake tensors support (docs/policies.md); the CPU
 # behaviour tests run for real and prove each cpu.yaml entry's policy for that release.

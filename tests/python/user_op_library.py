@@ -4,7 +4,8 @@
 fallthrough runs it in whatever dtype its inputs come in). A process that loads a program calling it
 imports this module, and nothing of autocastgen.
 """
-from __future__ import annotations
+# No `from __future__ import annotations`: torch 2.4's custom_op reads the annotations as objects,
+# and strings are what it refuses (infer_schema).
 
 import torch
 

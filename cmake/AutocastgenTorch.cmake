@@ -93,25 +93,18 @@ except Exception as error:
   set(AUTOCASTGEN_TORCH_CXX11_ABI "${cxx11_abi}" CACHE INTERNAL "")
 
   if(NOT TARGET autocastgen::torch)
-    add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)
+    _autocastgen_torch_interface("${torch_dir}" ${cxx11_abi})
     set(libs)
     foreach(lib torch torch_cpu c10)
       find_library(lib_${lib} NAMES ${lib} PATHS "${torch_dir}/lib" NO_DEFAULT_PATH REQUIRED)
       list(APPEND libs ${lib_${lib}})
     endforeach()
-    target_include_directories(autocastgen::torch SYSTEM INTERFACE
-      "${torch_dir}/include" "${torch_dir}/include/torch/csrc/api/include")
     # --no-as-needed keeps libtorch linked: it holds the static registrations we rely on.
     # libstdc++ goes first: the 2.11 wheel's libtorch.so exports a broken copy of std::filesystem
     # (remove_all there calls through a null pointer), and the first library of the link line
     # that defines a symbol is the one the dynamic linker binds.
     target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" -lstdc++ ${libs} "-Wl,--as-needed")
     target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
-    # PyTorch 2.15's headers use C++20 (std::bit_width, <=>, starts_with); consumers inherit that.
-    target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
-    # Code that passes std::string to or from libtorch must use torch's string ABI (as TorchConfig
-    # says too); for an old-ABI torch the whole build must (cmake/AutocastgenCxxAbi.cmake).
-    target_compile_definitions(autocastgen::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${cxx11_abi})
   endif()
   if(NOT TARGET autocastgen::torch_python)  # autocastgen._C (python/CMakeLists.txt)
     add_library(autocastgen::torch_python INTERFACE IMPORTED GLOBAL)
@@ -199,8 +192,7 @@ function(_autocastgen_torch_from_release_dir)
     set_target_properties(autocastgen_stand_in_${lib} PROPERTIES OUTPUT_NAME ${lib} LINKER_LANGUAGE C
       LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/torch-stand-ins")
   endforeach()
-  add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)
-  target_include_directories(autocastgen::torch SYSTEM INTERFACE "${dir}/include" "${dir}/include/torch/csrc/api/include")
+  _autocastgen_torch_interface("${dir}" ${cxx11_abi})
   # A stand-in defines nothing, so --as-needed would drop it: what links these links with
   # --no-as-needed throughout (a link option comes before every library; CMake reorders and
   # merges repeated flags among the libraries, so a --no-as-needed/--as-needed pair there is not
@@ -208,8 +200,6 @@ function(_autocastgen_torch_from_release_dir)
   target_link_options(autocastgen::torch INTERFACE "LINKER:--no-as-needed")
   target_link_libraries(autocastgen::torch INTERFACE -lstdc++
     autocastgen_stand_in_torch autocastgen_stand_in_torch_cpu autocastgen_stand_in_c10)
-  target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
-  target_compile_definitions(autocastgen::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${cxx11_abi})
   add_library(autocastgen::torch_python INTERFACE IMPORTED GLOBAL)
   target_link_libraries(autocastgen::torch_python INTERFACE autocastgen_stand_in_torch_python)
   if(AUTOCASTGEN_TORCH_RELEASE_CUDA)
@@ -223,4 +213,16 @@ function(_autocastgen_torch_from_release_dir)
   endif()
   message(STATUS "autocastgen: PyTorch ${version}'s headers (CUDA ${AUTOCASTGEN_TORCH_RELEASE_CUDA}${abi_note}) at ${dir}, "
                  "its libraries by name only")
+endfunction()
+
+# autocastgen::torch without its libraries, which the caller links: the release's headers, C++20
+# (PyTorch 2.15's headers use std::bit_width, <=>, starts_with; consumers inherit that) and its
+# string ABI (code that passes std::string to or from libtorch must use it, as TorchConfig says too;
+# for an old-ABI torch the whole build must, cmake/AutocastgenCxxAbi.cmake).
+function(_autocastgen_torch_interface torch_dir cxx11_abi)
+  add_library(autocastgen::torch INTERFACE IMPORTED GLOBAL)
+  target_include_directories(autocastgen::torch SYSTEM INTERFACE
+    "${torch_dir}/include" "${torch_dir}/include/torch/csrc/api/include")
+  target_compile_features(autocastgen::torch INTERFACE cxx_std_20)
+  target_compile_definitions(autocastgen::torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${cxx11_abi})
 endfunction()

@@ -66,6 +66,10 @@ def test_installed_layout(venv):
     folder = runtime_folder(venv)
     info = json.loads((folder / "build_info.json").read_text())
     assert minor(info["torch"]) == minor(venv["release"]), info
+    # The CUDA version scripts/torch-releases records for the release's wheel is the installed one's.
+    cuda = _run([venv["python"], "-c", "import torch; print(torch.version.cuda)"], cwd=venv["work"],
+                env=user_env(venv)).stdout.strip().splitlines()[-1]
+    assert info["cuda"] == cuda, (info, cuda)
     # The CUDA part where this machine's toolkit had the release's CUDA major (scripts/wheel).
     assert (folder / "libautocastgen_runtime_torch_cuda.so").exists() == info["cuda_part"], info
     assert REPO not in package.parents, package

@@ -12,6 +12,7 @@ built for, in ``lib/``.
 
 from __future__ import annotations
 
+import functools
 import importlib.machinery
 import importlib.util
 import json
@@ -39,12 +40,13 @@ def torch_minor(version: str = torch.__version__) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 
 
-def _releases_held() -> list[str]:
-    """The torch minor releases the wheel has runtimes for, oldest first; [] outside a wheel."""
+@functools.cache  # the package's files do not change under a running process
+def _releases_held() -> tuple[str, ...]:
+    """The torch minor releases the wheel has runtimes for, oldest first; () outside a wheel."""
     if not RUNTIMES.is_dir():
-        return []
+        return ()
     held = [p.name[len("torch-"):] for p in RUNTIMES.glob("torch-*") if (p / LIBRARY_NAME).is_file()]
-    return sorted(held, key=lambda minor: tuple(int(part) for part in minor.split(".")))
+    return tuple(sorted(held, key=lambda minor: tuple(int(part) for part in minor.split("."))))
 
 
 def release_folder() -> Path | None:

@@ -90,6 +90,12 @@ install(FILES ${PROJECT_BINARY_DIR}/autocastgenConfig.cmake ${PROJECT_BINARY_DIR
 if(TARGET autocastgen_import)
   install(TARGETS autocastgen_import LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
+# Every target `cmake --install` copies, the one list: what builds from the installed package
+# (examples/privateuse1) depends on exactly these, so a newly installed target is built first.
+set(AUTOCASTGEN_INSTALLED_TARGETS ${install_targets})
+if(TARGET autocastgen_import)
+  list(APPEND AUTOCASTGEN_INSTALLED_TARGETS autocastgen_import)
+endif()
 
 # Note [the pip package's layout]
 # Under scikit-build-core (pyproject.toml) the install prefix is site-packages/autocastgen, the

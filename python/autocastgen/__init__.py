@@ -29,6 +29,9 @@ it already) and offers to Python:
 * deployment of a baked program: ``export_onnx(program)`` (ONNX that runs in ONNX Runtime with the
   policy's precision), ``export_aoti(program, package_path=...)`` (an AOTInductor package that
   rounds as eager does) (docs/deploy.md).
+* where people train: ``autocastgen.integrations.transformers.AutocastgenCallback`` for
+  transformers' Trainer, ``autocastgen.integrations.lightning.AutocastgenPrecision`` for Lightning,
+  each importing its framework only when imported itself (docs/training.md).
 
 See docs/python.md.
 """
@@ -38,7 +41,7 @@ from __future__ import annotations
 import sys
 
 from . import compile as compile  # the documented autocastgen.compile.CacheError (a re-export)
-from . import deploy, distributed, insight
+from . import deploy, distributed, insight, integrations
 from ._core.paths import build_info, build_tree
 from ._core.runtime import load_runtime
 from ._export import ExportError, ProgramFileError, apply_policy, export, load_program, precision_map
@@ -121,6 +124,7 @@ __all__ = [
     "fp8_selections",
     "get_dtype",
     "insight",
+    "integrations",
     "is_cache_enabled",
     "is_enabled",
     "load_policy",

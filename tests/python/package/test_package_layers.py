@@ -67,14 +67,23 @@ IMPORTED_AS = {"torch": {"torch"}}
 # Optional third-party packages: the one module that imports each (None: nothing may), inside a
 # `try` whose ImportError handler says what to install. numpy comes with onnx (torch does not bring it).
 ONNX_BOUNDARY = "autocastgen.deploy._onnx.packages"
+# The training frameworks: autocastgen.integrations' modules, each imported only by the user.
+FRAMEWORKS_BOUNDARY = "autocastgen.integrations._packages"
 OPTIONAL = {"onnx": ONNX_BOUNDARY, "onnxscript": ONNX_BOUNDARY, "onnxruntime": ONNX_BOUNDARY,
-            "numpy": ONNX_BOUNDARY, "transformers": None, "tensorboard": None}
+            "numpy": ONNX_BOUNDARY, "transformers": FRAMEWORKS_BOUNDARY, "lightning": FRAMEWORKS_BOUNDARY,
+            "accelerate": FRAMEWORKS_BOUNDARY, "tensorboard": None}
 # Imported by tests in a fresh interpreter without torch (tests/python/child_process.py run_bounded):
 # their module-level imports, followed through the package, must not reach torch.
 TORCH_FREE = ["autocastgen._core.atomic", "autocastgen._core.terminal", "autocastgen.reporter"]
 # A public package's modules are private and start with "_", except these documented ones
-# (docs/report.md names reporter/reading.py, view.py and html.py).
-PUBLIC_SUBMODULES = {"autocastgen.reporter.html", "autocastgen.reporter.reading", "autocastgen.reporter.view"}
+# (docs/report.md names reporter/reading.py, view.py and html.py; docs/training.md one module per
+# training framework, which importing the package must not import).
+PUBLIC_SUBMODULES = {"autocastgen.reporter.html", "autocastgen.reporter.reading", "autocastgen.reporter.view",
+                     "autocastgen.integrations.lightning", "autocastgen.integrations.transformers"}
+# Modules that import an optional package when imported: where it is missing, an ImportError saying
+# what to install is what importing them must give.
+NEEDS_EXTRA = {"autocastgen.integrations.lightning": "autocastgen[lightning]",
+               "autocastgen.integrations.transformers": "autocastgen[transformers]"}
 MAX_TOP_MODULES = 12
 
 
@@ -487,7 +496,7 @@ def test_every_module_imports_and_every_documented_path_resolves():
     names, runs = documented_paths()
     modules = sorted(read_package())
     code = f"""
-import importlib, importlib.util, json, types
+import importlib, importlib.util, json, sys, types
 import autocastgen
 bad = []
 for name in {modules!r}:
@@ -495,12 +504,18 @@ for name in {modules!r}:
         continue
     try:
         importlib.import_module(name)
+    except ImportError as error:
+        extra = {NEEDS_EXTRA!r}.get(name)
+        if extra is None or f"pip install {{extra}}" not in str(error):
+            bad.append(f"import {{name}}: {{type(error).__name__}}: {{error}}")
     except Exception as error:
         bad.append(f"import {{name}}: {{type(error).__name__}}: {{error}}")
 # After every module is imported: the names each package declares are still what it declares
 # (a submodule imported later would have replaced a function of its name).
 for name in {modules!r}:
-    module = importlib.import_module(name) if not name.endswith(".__main__") else None
+    if name.endswith(".__main__") or (name in {NEEDS_EXTRA!r} and name not in sys.modules):
+        continue  # a framework not installed here: said above
+    module = importlib.import_module(name)
     for public in getattr(module, "__all__", ()):
         value = getattr(module, public)
         if isinstance(value, types.ModuleType) and value.__name__ != f"{{name}}.{{public}}":
@@ -508,6 +523,8 @@ for name in {modules!r}:
     if name == "autocastgen" and not callable(module.advise):
         bad.append("autocastgen.advise is not the function")
 for path in {names!r}:
+    if any((path + ".").startswith(m + ".") and m not in sys.modules for m in {NEEDS_EXTRA!r}):
+        continue  # in a module whose framework is not installed here
     parts = path.split(".")
     for cut in range(len(parts), 0, -1):
         try:
@@ -575,7 +592,8 @@ def test_the_package_imports_no_yaml(tmp_path):
     for name, (text, _) in cases.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     paths = [os.fsencode(tmp_path / name).hex() for name in cases]
-    modules = sorted(name for name in read_package() if not name.endswith(".__main__"))
+    # The integrations import their frameworks, which may need PyYAML themselves (Lightning does).
+    modules = sorted(name for name in read_package() if not name.endswith(".__main__") and name not in NEEDS_EXTRA)
     code = f"""
 import importlib, json, os, sys
 sys.modules["yaml"] = None  # as if PyYAML were not installed: `import yaml` raises ImportError

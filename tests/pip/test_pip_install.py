@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 import zipfile
 from pathlib import Path
 
-import pytest
 from pipvenv import REPO, clean_env, user_env
 from pipvenv import run as _run
 
@@ -114,10 +114,52 @@ def test_release_outside_the_wheel_is_an_import_error(outside_venv):
     assert "undefined symbol" not in done.stderr
 
 
+def wheel_requires_torch(wheel: Path) -> list[str]:
+    """The specifiers of the wheel's Requires-Dist on torch, sorted (['<2.16', '>=2.11'])."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    (requires,) = [line for line in metadata.splitlines() if line.startswith("Requires-Dist: torch")]
+    return sorted(requires.removeprefix("Requires-Dist: torch").split(","))
+
+
+def pip_beside_its_torch(venv, wheel: Path) -> tuple[str, subprocess.CompletedProcess]:
+    """The venv's torch version, and pip's resolution of the wheel beside that torch kept as it is
+    (`pip install --dry-run --no-index WHEEL torch==VERSION`, as a user who keeps their torch): the
+    wheel's Requires-Dist judged against the installed torch, with nothing to fetch and nothing
+    installed. (`--force-reinstall` would ask the index for torch too, which `--no-index` refuses in
+    every venv, whatever the wheel requires.)"""
+    version = _run([venv["python"], "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+                   cwd=venv["work"], env=user_env(venv)).stdout.strip()
+    done = _run([venv["python"], "-m", "pip", "install", "--dry-run", "--no-index", "--disable-pip-version-check",
+                 wheel, f"torch=={version}"], cwd=venv["work"], check=False, env=user_env(venv))
+    return version, done
+
+
 def test_pip_refuses_the_wheel_for_a_release_outside_it(outside_venv, wheel):
-    done = _run([outside_venv["python"], "-m", "pip", "install", "--no-index", "--force-reinstall", wheel],
-                cwd=outside_venv["work"], check=False, env=user_env(outside_venv))
-    assert done.returncode != 0 and "torch" in done.stderr, done.stderr
+    version, done = pip_beside_its_torch(outside_venv, wheel)
+    assert version.split("+")[0] == OUTSIDE, (version, OUTSIDE)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    # The refusal is the conflict of the wheel's range with this torch, not a torch that cannot be found.
+    assert "ERROR: ResolutionImpossible" in done.stderr, done.stderr
+    assert f"Cannot install autocastgen==0.1.0 and torch=={version} because these package versions have " \
+        "conflicting dependencies." in done.stderr, done.stderr
+    # What the conflict is caused by, which pip prints to stdout.
+    lines = [line.strip() for line in done.stdout.splitlines()]
+    assert f"The user requested torch=={version}" in lines, done.stdout
+    (conflict,) = [line for line in lines if line.startswith("autocastgen 0.1.0 depends on torch")]
+    assert sorted(conflict.removeprefix("autocastgen 0.1.0 depends on torch").split(" and ")) == \
+        wheel_requires_torch(wheel), (conflict, wheel_requires_torch(wheel))
+
+
+def test_pip_takes_the_wheel_for_a_release_in_it(venv, wheel):
+    """The control of the refusal above: the same resolution beside a torch the wheel holds succeeds."""
+    version, done = pip_beside_its_torch(venv, wheel)
+    assert minor(version) == minor(venv["release"]), (version, venv["release"])
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "ResolutionImpossible" not in done.stderr and "conflicting dependencies" not in done.stderr, done.stderr
+    # Installed already (by make_venv), or would be: pip judged the wheel's requirements either way.
+    assert ("autocastgen is already installed with the same version as the provided wheel" in done.stdout
+            or "Would install autocastgen-0.1.0" in done.stdout), done.stdout
 
 
 def test_console_script_help(venv):
@@ -250,8 +292,7 @@ def test_cmake_dir_and_find_package(venv, tmp_path):
 
 def test_rpaths_are_relative_to_the_package(venv):
     readelf = shutil.which("readelf")
-    if readelf is None:
-        pytest.skip("readelf not installed")
+    assert readelf is not None, "readelf is not on PATH (binutils, which the build's linker comes with)"
     cli = _run([readelf, "-d", venv["package"] / "bin" / "autocastgen"], cwd=venv["work"]).stdout
     runtime = _run([readelf, "-d", runtime_folder(venv) / "libautocastgen_runtime_torch.so"], cwd=venv["work"]).stdout
     assert "$ORIGIN" in cli, cli

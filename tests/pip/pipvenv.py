@@ -41,8 +41,10 @@ def run(args, cwd, check=True, env=None, **kwargs) -> subprocess.CompletedProces
 # `pip install --no-index` (the wheel needs nothing but torch); and run with PATH holding the venv's
 # bin/ alone, so no compiler, CMake or ninja is found. What needs a compiler (compile_policy, a C++
 # backend's build) is run with the machine's PATH, as its users have one. The wheel holds the
-# pinned release and one other installed release, taken by the rotation index; a venv of a third
-# installed release checks the ImportError for a release outside the wheel.
+# pinned release and one other release of the wheel's (2.4 on), taken in turn by the rotation index
+# (tests/python/rotation.py, test_command_parts), so each release's runtime is loaded by its own
+# torch from PyPI within a bounded number of landings; a venv of a third release checks the
+# ImportError for a release outside the wheel.
 
 PINNED = next(line.split("==")[1].strip() for line in (REPO / "scripts" / "requirements.txt").read_text().splitlines()
               if line.startswith("torch=="))
@@ -54,16 +56,26 @@ def torch_releases(*args: str) -> str:
 
 
 def wheel_releases() -> tuple[list[str], str]:
-    """The releases the wheel under test holds (the pinned one first) and one it does not hold."""
-    others = [v for v in torch_releases("list", "--installed").split() if v != PINNED]
-    index = int(os.environ.get("AUTOCASTGEN_ROTATION_INDEX", "0"))
-    second = others[(index // 4) % len(others)]
-    outside = others[(index // 4 + 1) % len(others)]
+    """The releases the wheel under test holds (the pinned one first) and one it does not hold:
+    scripts/test's choice for its rotation index ($AUTOCASTGEN_PIP_RELEASES: the second and the
+    outside one), or, run by hand, the choice for $AUTOCASTGEN_ROTATION_INDEX (default 0)."""
+    chosen = os.environ.get("AUTOCASTGEN_PIP_RELEASES", "").split()
+    if not chosen:
+        sys.path.insert(0, str(REPO / "tests" / "python"))
+        from rotation import MAX_STEP, test_command_parts
+
+        candidates = [v for v in torch_releases("list", "--headers").split() if v != PINNED]
+        index = int(os.environ.get("AUTOCASTGEN_ROTATION_INDEX", "0"))
+        # The pip test's turns are the sanitizers' (an even block): the nearest at or before the index.
+        at = index - index % (2 * MAX_STEP)
+        chosen = test_command_parts(at, [], [], candidates)["pip"]
+    second, outside = chosen
     return [PINNED, second], outside
 
 
 def python_with(release: str) -> Path:
-    """An interpreter whose environment has torch ``release``: this one for the pinned release."""
+    """An interpreter whose environment has torch ``release``: this one for the pinned release, else a
+    venv of scripts/torch-releases (torch from PyPI, made once)."""
     if release == PINNED:
         return Path(sys.executable)
     return Path(torch_releases("venv", release))

@@ -1,4 +1,5 @@
-"""Which of a test's long cases this run takes (Note [tests by rotation]).
+"""Which of a test's long cases, and which of scripts/test's long parts, this run takes (Note [tests
+by rotation]).
 
 scripts/test exports its rotation index as AUTOCASTGEN_ROTATION_INDEX (docs/releases.md: the number
 of commits in HEAD, else the UTC day number); a test with more long cases than the default run can
@@ -36,6 +37,7 @@ AUTOCASTGEN_ROTATION, or landings as merges counted on HEAD's first-parent line)
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -90,3 +92,49 @@ def rotating(cases: Sequence[T], per_run: int, *, always: Sequence[T] = ()) -> l
                       f"(block {at // MAX_STEP}): {', '.join(case_name(c) for c in left_out)} "
                       f"(AUTOCASTGEN_ALL_CASES=1 runs them)")
     return [*always, *(case for case in chosen if case not in always)]
+
+
+# scripts/test's long parts take turns by the same blocks (index div MAX_STEP), so that what holds
+# for a test's cases holds for them: landings of up to MAX_STEP commits each run every part within
+# a bounded number of landings (test_rotation.py checks each part's bound). Four turns: the asan and
+# asan-torch presets, one other installed release's full build, the tsan preset, another release's;
+# the pip package's test runs beside the sanitizers, its second release taking turns over its own
+# candidates; two header checks every run.
+TURNS = (("asan", "asan-torch"), (), ("tsan",), ())
+HEADER_CHECKS_PER_RUN = 2
+
+
+def test_command_parts(at: int, others: Sequence[str], header_candidates: Sequence[str],
+                       pip_candidates: Sequence[str]) -> dict[str, list[str]]:
+    """What scripts/test's run of index `at` adds to the default build: its sanitizer presets, the
+    other installed release it builds fully, the releases it header-checks, and the second release of
+    the pip test's wheel (and the one outside it) where the pip test runs."""
+    block = at // MAX_STEP
+    (turn,) = window(at, len(TURNS), 1)
+    sanitizers = list(TURNS[turn])
+    # The release turns are every other block: block div 2 counts them.
+    full_builds = [] if sanitizers or not others else [others[(block // 2) % len(others)]]
+    headers = [header_candidates[i] for i in window(at, len(header_candidates), HEADER_CHECKS_PER_RUN)]
+    pip: list[str] = []
+    if sanitizers and pip_candidates:  # the sanitizer turns are the even blocks: block div 2 counts them
+        second = (block // 2) % len(pip_candidates)
+        pip = [pip_candidates[second], pip_candidates[(second + 1) % len(pip_candidates)]]
+    return {"sanitizers": sanitizers, "full_builds": full_builds, "header_checks": headers, "pip": pip}
+
+
+def main() -> None:
+    """`python3 tests/python/rotation.py parts INDEX --others ... --headers ... --pip ...`: one line
+    per part, `name: value...` (scripts/test reads them)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("verb", choices=["parts"])
+    parser.add_argument("index", type=int)
+    for option in ("others", "headers", "pip"):
+        parser.add_argument(f"--{option}", nargs="*", default=[])
+    args = parser.parse_args()
+    parts = test_command_parts(args.index, args.others, args.headers, args.pip)
+    for name, values in parts.items():
+        print(f"{name}: {' '.join(values)}")
+
+
+if __name__ == "__main__":
+    main()

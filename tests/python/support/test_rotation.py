@@ -103,3 +103,44 @@ def test_a_run_takes_its_window_and_reports_the_rest(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("AUTOCASTGEN_ROTATION_INDEX")
     assert rotation.rotating(cases, 1) == cases  # run by hand: every case
     assert rotation.REPORT == []
+
+
+# scripts/test's parts (rotation.test_command_parts), with the real lists' lengths: three other
+# installed releases, eight header-checked ones, eleven second releases of the pip test's wheel.
+OTHERS = ["2.4.1", "2.7.1", "2.11.0"]
+HEADERS = ["2.5.1", "2.6.0", "2.8.0", "2.9.1", "2.10.0", "2.12.1", "2.13.0", "2.14.1"]
+PIP = ["2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1"]
+
+
+def parts_of_the_test_command() -> list[tuple[str, str, int]]:
+    """(part, value, period in blocks): every preset, release and check a run can take, and how many
+    blocks its turns repeat after (the bound is one block less than that, MAX_STEP landings each)."""
+    cases = [("sanitizers", preset, len(rotation.TURNS)) for preset in ("asan", "asan-torch", "tsan")]
+    cases += [("full_builds", release, 2 * len(OTHERS)) for release in OTHERS]
+    cases += [("header_checks", release, len(HEADERS) // rotation.HEADER_CHECKS_PER_RUN) for release in HEADERS]
+    cases += [("pip", release, 2 * len(PIP)) for release in PIP]
+    return cases
+
+
+@pytest.mark.parametrize("part,value,period", parts_of_the_test_command())
+def test_every_part_of_the_test_command_runs_within_the_bound_for_every_step(part: str, value: str,
+                                                                              period: int) -> None:
+    length = 3 * MAX_STEP * period
+    if part == "pip":  # the wheel's second release (the first of the two; the second is outside it)
+        takes = [rotation.test_command_parts(i, OTHERS, HEADERS, PIP)["pip"][:1] == [value] for i in range(length)]
+    else:
+        takes = [value in rotation.test_command_parts(i, OTHERS, HEADERS, PIP)[part] for i in range(length)]
+    landings = longest_run_without(takes)
+    assert landings == (period - 1) * MAX_STEP, f"{part} {value}: left out for {landings} landings"
+    assert widest_gap(takes) == (period + 1) * MAX_STEP - 1
+
+
+def test_a_run_takes_one_turn_and_the_pip_test_beside_the_sanitizers() -> None:
+    for at in range(0, 24 * MAX_STEP, 7):
+        parts = rotation.test_command_parts(at, OTHERS, HEADERS, PIP)
+        assert bool(parts["sanitizers"]) != bool(parts["full_builds"])
+        assert bool(parts["pip"]) == bool(parts["sanitizers"])
+        assert len(parts["header_checks"]) == rotation.HEADER_CHECKS_PER_RUN
+        if parts["pip"]:
+            second, outside = parts["pip"]
+            assert second != outside

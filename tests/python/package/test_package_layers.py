@@ -262,10 +262,11 @@ def declared_dependencies() -> set[str]:
     return names
 
 
-def problems(modules: dict[str, Module]) -> list[str]:
-    """Every way the package breaks the rules in this file's doc, one line each."""
+def problems(modules: dict[str, Module], layers: dict[str, int] | None = None) -> list[str]:
+    """Every way the package breaks the rules in this file's doc, one line each; ``layers``: the
+    features' layers (docs/architecture.md's, LAYERS, by default)."""
     found: list[str] = []
-    rank = LAYERS
+    rank = LAYERS if layers is None else layers
     order = " < ".join(" ".join(f for f in rank if rank[f] == n) for n in sorted(set(rank.values())))
     declared = declared_dependencies()
     for module in modules.values():
@@ -444,6 +445,119 @@ def test_each_rule_catches_what_it_is_for(tmp_path):
         assert any(wanted in problem for problem in found), (file, line, found)
     (copy / "advise.py").write_text("")  # the bug this started from: a module named as a function
     assert any("shadows the name autocastgen.advise" in p for p in problems(read_package(copy)))
+
+
+# A small package that keeps every rule (SMALL_LAYERS), and, for each rule, an edit that breaks it
+# alone and a near miss that keeps it: what each rule reports, and that it reports nothing more.
+SMALL_LAYERS = {"_core": 0, "low": 1, "side": 1, "high": 2, "deploy": 2, "__init__": 3}
+SMALL = {
+    "__init__.py": 'from .high import run\n\n__all__ = ["run"]\n',
+    "_core/__init__.py": "",
+    "_core/atomic.py": "import os\n",  # a TORCH_FREE module
+    "low.py": "import json\n\nimport torch\n\nfrom ._core import atomic\n\n\ndef thing():\n    pass\n",
+    "side.py": "from ._core.atomic import os\n",
+    "high/__init__.py": 'from ._run import run\n\n__all__ = ["run"]\n',
+    "high/_run.py": "from ..low import thing\nfrom ._helper import help\n\n\ndef run():\n    pass\n",
+    "high/_helper.py": "def help():\n    pass\n",
+    "deploy/__init__.py": "__all__ = []\n",
+    "deploy/_onnx/__init__.py": "",
+    "deploy/_onnx/packages.py": 'try:\n    import onnx\nexcept ImportError:\n    raise ImportError("pip install onnx")\n',
+}
+_TOP = {f"top{i}.py": "" for i in range(9)}  # with __init__, low and side: 12 modules directly in the package
+# rule -> (files written over SMALL (None: removed), layers changed, the one problem reported (a
+# regex), files of the near miss, its layers changed): the near miss reports nothing.
+RULE_CASES: dict[str, tuple[dict[str, str | None], dict[str, int], str, dict[str, str | None], dict[str, int]]] = {
+    "a feature without a layer": ({"extra.py": ""}, {}, r".*/extra\.py: feature 'extra' is not in LAYERS \(docs/architecture\.md\)",
+                                  {"extra.py": ""}, {"extra": 1}),
+    "the package root imported": ({"side.py": "import autocastgen\n"}, {},
+                                  r".*/side\.py:1: imports the package root \(import what it needs from its own module\)",
+                                  {"side.py": "from autocastgen._core import atomic\n"}, {}),
+    "an import inside a function": ({"high/_run.py": SMALL["high/_run.py"] + "\n\ndef later():\n    from .. import low\n"},
+                                    {}, r".*/_run\.py:10: imports autocastgen\.low inside a function \(import it at the top\)",
+                                    {"high/_run.py": SMALL["high/_run.py"]
+                                     + "\n\ndef later():\n    from .._build_info import VERSION\n    import json\n"}, {}),
+    "a module the package lacks": ({"side.py": "from autocastgen.nowhere import x\n"}, {},
+                                   r".*/side\.py:1: imports autocastgen\.nowhere, which is not a module of the package",
+                                   {"side.py": "from autocastgen._core.atomic import os\n"}, {}),
+    "a layer above": ({"side.py": "from .high import run\n"}, {},
+                      r".*/side\.py:1: side imports autocastgen\.high, a layer above it \(.*\)",
+                      {"high/_helper.py": "from ..side import os\n\n\ndef help():\n    pass\n"}, {}),
+    "its own layer": ({"side.py": "from .low import thing\n"}, {},
+                      r".*/side\.py:1: side imports autocastgen\.low, of its own layer \(_core < low side < .*\)",
+                      {"side.py": "from .low import thing\n"}, {"side": 2}),
+    "an optional package outside its boundary": ({"low.py": SMALL["low.py"] + "import onnx\n"}, {},
+                                                 r".*/low\.py:10: imports the optional onnx outside its boundary "
+                                                 r"\(autocastgen\.deploy\._onnx\.packages\)",
+                                                 {"low.py": SMALL["low.py"] + "import json as onnx\n"}, {}),
+    "an optional package outside a try": ({"deploy/_onnx/packages.py": "import onnx\n"}, {},
+                                          r".*/packages\.py:1: imports the optional onnx outside a try that says what "
+                                          r"to install", {"deploy/_onnx/packages.py": "try:\n    import onnx\n"
+                                                          "except (ValueError, ModuleNotFoundError):\n    onnx = None\n"},
+                                          {}),
+    "an undeclared package": ({"low.py": SMALL["low.py"] + "import requests\n"}, {},
+                              r".*/low\.py:10: imports requests, which pyproject\.toml does not declare",
+                              {"low.py": SMALL["low.py"] + "import sqlite3\n"}, {}),
+    "a layer of no feature": ({}, {"ghost": 1}, r"docs/architecture\.md's python layers list ghost, which the package "
+                              r"does not have", {"ghost/__init__.py": "__all__ = []\n"}, {"ghost": 1}),
+    "an import cycle": ({"high/_helper.py": "from . import _run\n\n\ndef help():\n    pass\n"}, {},
+                        r"an import cycle: autocastgen\.high\._helper <-> autocastgen\.high\._run",
+                        {"high/_helper.py": "from ..low import thing\n\n\ndef help():\n    pass\n"}, {}),
+    "too many top modules": ({**_TOP, "top9.py": ""}, {f"top{i}": 1 for i in range(10)},
+                             r"13 modules directly in python/autocastgen \(at most 12\): .*", _TOP,
+                             {f"top{i}": 1 for i in range(9)}),
+    "no __all__": ({"high/__init__.py": "from ._run import run\n"}, {}, r".*/high/__init__\.py: declares no __all__ \(a package's public names\)",
+                   {"_core/__init__.py": "from .atomic import os\n"}, {}),
+    "an unsorted __all__": ({"high/__init__.py": 'from ._helper import help\nfrom ._run import run\n\n'
+                             '__all__ = ["run", "help"]\n'}, {}, r".*/high/__init__\.py: __all__ is not sorted",
+                            {"high/__init__.py": 'from ._helper import help\nfrom ._run import run\n\n'
+                             '__all__ = ["help", "run"]\n'}, {}),
+    "an __all__ of what is not bound": ({"high/__init__.py": 'from ._run import run\n\n__all__ = ["run", "walk"]\n'},
+                                        {}, r".*/high/__init__\.py: __all__ names what it does not bind: walk",
+                                        {"high/__init__.py": 'from ._run import run\n\n__all__ = ["_helper", "run"]\n'},
+                                        {}),
+    "a submodule shadowing a name": ({"_core/__init__.py": "def atomic():\n    pass\n"}, {},
+                                     r".*/_core/__init__\.py: the submodule atomic shadows the name "
+                                     r"autocastgen\._core\.atomic \(importing it replaces that name with the module\)",
+                                     {"_core/__init__.py": "def atomics():\n    pass\n"},
+                                     {}),
+    "named private twice": ({"_core/_extra.py": ""}, {}, r"autocastgen\._core\._extra: named private twice \(its folder is private already\)",
+                            {"_core/extra.py": ""}, {}),
+    "a public package's public module": ({"high/extra.py": ""}, {},
+                                         r"autocastgen\.high\.extra: a public package's module; name it _extra.*",
+                                         {"high/_extra.py": ""}, {}),
+    "a prefix family": ({"high/_run_fast.py": "", "high/_run_slow.py": ""}, {},
+                        r".*/high/__init__\.py: a prefix family _run_\*: _run_fast, _run_slow \(make it a folder\)",
+                        {"high/_run_fast.py": "", "high/_walk_slow.py": ""}, {}),
+    "torch in a torch-free module": ({"_core/atomic.py": "from . import helper\n", "_core/helper.py": "import torch\n"},
+                                     {}, r"autocastgen\._core\.atomic must import without torch .*, but "
+                                     r"autocastgen\._core\.atomic -> autocastgen\._core\.helper imports torch "
+                                     r"\(.*/helper\.py:1\)",
+                                     {"_core/atomic.py": "from . import helper\n",
+                                      "_core/helper.py": "def later():\n    import torch\n"}, {}),
+}
+
+
+def small_package(root: Path, files: dict[str, str | None]) -> Path:
+    """SMALL with ``files`` written over it (None: removed), under ``root``/autocastgen."""
+    source = root / PACKAGE
+    for name, text in {**SMALL, **files}.items():
+        if text is not None:
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_text(text)
+    return source
+
+
+def test_the_small_package_keeps_every_rule(tmp_path):
+    assert problems(read_package(small_package(tmp_path, {})), SMALL_LAYERS) == []
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_CASES))
+def test_each_rule_reports_its_case_alone(rule, tmp_path):
+    breaks, layers, wanted, keeps, near_layers = RULE_CASES[rule]
+    found = problems(read_package(small_package(tmp_path / "breaks", breaks)), {**SMALL_LAYERS, **layers})
+    assert len(found) == 1 and re.fullmatch(wanted, found[0]), (rule, found)
+    near_miss = problems(read_package(small_package(tmp_path / "keeps", keeps)), {**SMALL_LAYERS, **near_layers})
+    assert near_miss == [], (rule, near_miss)
 
 
 # --- the build's copy, and what imports -------------------------------------------------------

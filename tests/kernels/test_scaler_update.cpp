@@ -40,6 +40,27 @@ TEST(UpdateScale, GrowsAfterIntervalCleanStepsAndBacksOffOnInf) {
   EXPECT_EQ(s.scale, 512.0f);
 }
 
+// The defaults are PyTorch's (torch.amp.GradScaler): growth x2 after 2000 clean steps, backoff x0.5,
+// and the extras off (hysteresis 1, no clamps).
+TEST(UpdateScale, DefaultsArePyTorchs) {
+  const ScaleUpdateConfig cfg;
+  EXPECT_EQ(cfg.growth_factor, 2.0);
+  EXPECT_EQ(cfg.backoff_factor, 0.5);
+  EXPECT_EQ(cfg.growth_interval, 2000);
+  EXPECT_EQ(cfg.hysteresis, 1);
+  EXPECT_EQ(cfg.min_scale, 0.0f);
+  EXPECT_EQ(cfg.max_scale, std::numeric_limits<float>::infinity());
+  State s{65536.0f, 0, cfg.hysteresis};
+  for (int i = 0; i < 1999; ++i) step(s, false, cfg, true);
+  EXPECT_EQ(s.scale, 65536.0f);
+  EXPECT_EQ(s.tracker, 1999);
+  step(s, false, cfg, true);
+  EXPECT_EQ(s.scale, 131072.0f);
+  EXPECT_EQ(s.tracker, 0);
+  step(s, true, cfg, true);  // hysteresis 1: the first overflow backs off
+  EXPECT_EQ(s.scale, 65536.0f);
+}
+
 TEST(UpdateScale, AnyNonZeroFoundInfCountsIncludingNaN) {
   ScaleUpdateConfig cfg;
   for (float f : {1.0f, 2.0f, -1.0f, std::numeric_limits<float>::quiet_NaN(), 1e-30f}) {
@@ -79,6 +100,25 @@ TEST(UpdateScale, FactorsAreAppliedInDoubleThenRoundedToFloat) {
   EXPECT_NE(s.scale, s0 * 0.7f);
 }
 
+TEST(UpdateScale, GrowthFactorIsAppliedInDoubleThenRoundedToFloat) {
+  // The same for growth: 1.1 is not a float either.
+  ScaleUpdateConfig cfg;
+  cfg.growth_factor = 1.1;
+  cfg.growth_interval = 1;
+  float s0 = 0;
+  for (float cand = 1.0f; cand < 2.0f; cand = std::nextafter(cand, 2.0f)) {
+    if (static_cast<float>(static_cast<double>(cand) * 1.1) != cand * 1.1f) {
+      s0 = cand;
+      break;
+    }
+  }
+  ASSERT_NE(s0, 0.0f);
+  State s{s0};
+  step(s, false, cfg);
+  EXPECT_EQ(s.scale, static_cast<float>(static_cast<double>(s0) * 1.1));
+  EXPECT_NE(s.scale, s0 * 1.1f);
+}
+
 TEST(UpdateScale, GrowthIntervalTheTrackerCannotReachNeverGrows) {
   ScaleUpdateConfig cfg;
   cfg.growth_interval = 0;
@@ -107,6 +147,7 @@ TEST(UpdateScaleHysteresis, ToleratesNMinusOneOverflowsThenBacksOff) {
   EXPECT_EQ(s.hysteresis_left, 0);
   step(s, true, cfg, true);
   EXPECT_EQ(s.scale, 256.0f);  // and every further one, until a refill
+  EXPECT_EQ(s.hysteresis_left, 0);  // the budget stays at 0, never below
   for (int i = 0; i < 4; ++i) step(s, false, cfg, true);
   EXPECT_EQ(s.scale, 512.0f);
   EXPECT_EQ(s.hysteresis_left, 3);  // refilled when the growth interval completed

@@ -52,6 +52,16 @@ TEST(CppText, NamesThatWouldBeCodeGetAnUnderscore) {
     EXPECT_EQ(cpp_identifier(name), name) << name;
 }
 
+// Each list's first and last entries, and each rule at the edges of its letters and digits (the
+// mutants of scripts/mutants' cpp_text list: docs/testing.md).
+TEST(CppText, ReservedNamesAtTheEdgesOfEachRule) {
+  for (const char* name : {"alignas", "alignof", "alloca", "i386", "m", "rt", "State", "_A", "_Z", "_Zx", "AAA", "ZZZ",
+                           "A0B", "A9B", "A_B", "AB_", "kA", "kZ", "kZz", "x_op"})
+    EXPECT_TRUE(is_reserved_cpp_name(name)) << name;
+  for (const char* name : {"_", "_a", "_0", "AB", "A0", "ABc", "aBC", "k", "ka", "k0", "xop", "op", "M", "mm"})
+    EXPECT_FALSE(is_reserved_cpp_name(name)) << name;
+}
+
 TEST(CppText, RawControlBytesAreFound) {
   EXPECT_EQ(find_raw_control_byte("int a;\n\tint b;\n"), std::nullopt);
   EXPECT_EQ(find_raw_control_byte("// caf\xc3\xa9\n"), std::nullopt);  // a template's own UTF-8

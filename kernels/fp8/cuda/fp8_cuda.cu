@@ -17,17 +17,29 @@ constexpr int kThreads = 256;
 // per-block atomicMax of the amax is negligible.
 constexpr std::int64_t kMaxBlocks = 4096;
 
+// The warp's max of `v`, in every lane: one redux instruction on sm_80 and later; a butterfly of
+// shuffles on the older GPUs the wheel's parts build for too (a release's PyPI wheel may target
+// sm_50 on), with the same result, since an unsigned max is order-free.
+__device__ __forceinline__ std::uint32_t warp_max_bits(std::uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(0xffffffffu, v);
+#else
+  for (int offset = 16; offset > 0; offset /= 2) v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+#endif
+}
+
 // Combines the block's amax bits and lets one thread fold them into *amax_bits. Magnitude bits
 // order like the floats they encode and NaN is above +inf (Note [amax]), so an unsigned
 // atomicMax is the exact, NaN-propagating float max.
 __device__ void block_amax_to_global(std::uint32_t local, unsigned int* amax_bits) {
   __shared__ std::uint32_t warp_max[kThreads / 32];
-  local = __reduce_max_sync(0xffffffffu, local);
+  local = warp_max_bits(local);
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x / 32] = local;
   __syncthreads();
   if (threadIdx.x < 32) {
     std::uint32_t v = threadIdx.x < kThreads / 32 ? warp_max[threadIdx.x] : 0u;
-    v = __reduce_max_sync(0xffffffffu, v);
+    v = warp_max_bits(v);
     if (threadIdx.x == 0 && v != 0) atomicMax(amax_bits, v);
   }
 }
@@ -266,12 +278,12 @@ constexpr std::int64_t kColumnRowsPerBlock = 256;
 __device__ std::uint32_t block_max_bits(std::uint32_t local) {
   __shared__ std::uint32_t warp_max[kThreads / 32];
   __shared__ std::uint32_t result;
-  local = __reduce_max_sync(0xffffffffu, local);
+  local = warp_max_bits(local);
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x / 32] = local;
   __syncthreads();
   if (threadIdx.x < 32) {
     std::uint32_t v = threadIdx.x < kThreads / 32 ? warp_max[threadIdx.x] : 0u;
-    v = __reduce_max_sync(0xffffffffu, v);
+    v = warp_max_bits(v);
     if (threadIdx.x == 0) result = v;
   }
   __syncthreads();

@@ -14,6 +14,11 @@ What promises a package:
 A promised package that is missing is an error naming what installs it; anywhere else, and run by
 hand, the test (or its module, at module level) is skipped with the reason. A package that is
 present but fails to import is an error everywhere.
+
+The same for what the pinned PyTorch promises (`supported`, and `supported_mark` for one test):
+autocastgen.export (autocastgen._export.supported(), VERIFIED_FROM in bake.py), or a feature a test
+probes for (float16 CPU autocast), is an error under ctest with the pinned PyTorch when it says no,
+and a skip only with another release's, where it is truly unsupported.
 """
 from __future__ import annotations
 
@@ -36,6 +41,10 @@ class MissingPackage(RuntimeError):
     """A package the environment promises is not installed."""
 
 
+class Unsupported(RuntimeError):
+    """What the pinned PyTorch promises says it is not supported."""
+
+
 def _pins(path: Path) -> dict[str, str]:
     """name -> version of a requirements file's `name==version` lines."""
     pins = {}
@@ -54,13 +63,10 @@ def why_not_promised(distribution: str) -> str | None:
         return "run by hand (under ctest it is an error)"
     name = distribution.lower()
     if name in _pins(REQUIREMENTS):
-        import torch
-
-        pinned = _pins(REQUIREMENTS)["torch"]
-        running = torch.__version__.split("+", 1)[0]
-        if running != pinned:
-            return (f"PyTorch {running} is not the pinned {pinned}, beside which scripts/setup installs "
-                    "scripts/requirements.txt (the other releases' venvs have torch, expecttest, pyyaml and pytest)")
+        other = _other_torch()
+        if other is not None:
+            return (f"{other}, beside which scripts/setup installs scripts/requirements.txt (the other releases' "
+                    "venvs have torch, expecttest, pyyaml and pytest)")
         return None
     if name in _pins(MODELS_REQUIREMENTS):
         if not (Path(sys.prefix) / MODELS_STAMP).is_file():
@@ -69,6 +75,36 @@ def why_not_promised(distribution: str) -> str | None:
         return None
     raise ValueError(f"{distribution} is in neither {REQUIREMENTS.name} nor {MODELS_REQUIREMENTS.name}: "
                      "pin it in one of them (scripts/setup installs both)")
+
+
+def _other_torch() -> str | None:
+    """None when this is the pinned PyTorch, else a sentence saying it is not."""
+    import torch
+
+    pinned = _pins(REQUIREMENTS)["torch"]
+    running = torch.__version__.split("+", 1)[0]
+    return None if running == pinned else f"PyTorch {running} is not the pinned {pinned}"
+
+
+def supported(why_not: str | None) -> None:
+    """A feature autocastgen promises with the pinned PyTorch, by its own check's answer (`why_not`:
+    None where this PyTorch has it; autocastgen._export.supported() for autocastgen.export). A
+    refusal is an error under ctest with the pinned PyTorch (a VERIFIED_FROM moved past the pin
+    would otherwise skip every suite of the feature green); with another release, or run by hand,
+    the test (or its module, at module level) is skipped with it."""
+    if why_not is None:
+        return
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ and _other_torch() is None:
+        raise Unsupported(f"the pinned PyTorch {_pins(REQUIREMENTS)['torch']} must support it, but: {why_not}")
+    pytest.skip(why_not, allow_module_level=True)
+
+
+def supported_mark(why_not: str | None) -> pytest.MarkDecorator:
+    """`supported` for one test, as its mark: a refusal is an error (raised where the mark is made,
+    so the module fails) under ctest with the pinned PyTorch, else the test is skipped with it."""
+    if why_not is not None and "AUTOCASTGEN_BUILD_DIR" in os.environ and _other_torch() is None:
+        raise Unsupported(f"the pinned PyTorch {_pins(REQUIREMENTS)['torch']} must support it, but: {why_not}")
+    return pytest.mark.skipif(why_not is not None, reason=str(why_not))
 
 
 def _what_installs(distribution: str) -> str:

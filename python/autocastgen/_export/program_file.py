@@ -136,17 +136,25 @@ class _Archive:
 
     def chunks(self, name: str, limit: int) -> Iterator[bytes]:
         """The member's bytes, refused before decompressing when its directory entry declares more
-        than ``limit``; zipfile stops at the declared size and checks the CRC at the end."""
+        than ``limit``. Each read asks for no more than is left of the declared size, so a stream
+        that inflates past it is inflated at most one of zipfile's minimum reads (4 KiB) further
+        (zipfile stops at the declared size and checks the CRC there); one that ends short of it,
+        which zipfile reads without a complaint when the CRC agrees, is refused."""
         info = self.member(name)
         if info.file_size > limit:
             raise self.error(f"{name}: {info.file_size} bytes, more than the {limit} a program's {_what(name)} "
                              "may hold")
+        left = info.file_size
         try:
             with self.zip.open(info) as stream:
-                while chunk := stream.read(_CHUNK):
+                while left and (chunk := stream.read(min(_CHUNK, left))):
+                    left -= len(chunk)
                     yield chunk
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError) as error:
             raise self.error(f"{name}: cannot be read: {error}") from None
+        if left:
+            raise self.error(f"{name}: inflates to {info.file_size - left} bytes where the zip's directory declares "
+                             f"{info.file_size}")
 
     def read(self, name: str, limit: int) -> bytes:
         return b"".join(self.chunks(name, limit))

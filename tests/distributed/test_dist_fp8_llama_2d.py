@@ -29,7 +29,9 @@ import pytest
 import torch
 
 dist_harness.setup_package_path()
-transformers = pytest.importorskip("transformers")
+import requires  # noqa: E402  (tests/python, on sys.path from here)
+
+transformers = requires.module("transformers")
 
 POLICY = Path(__file__).resolve().parents[1] / "fp8" / "data" / "fp8_cpu.yaml"
 # float8_e4m3fn has 3 mantissa bits: rounding to it moves a value by at most half a unit in the last

@@ -3,7 +3,9 @@ with statistics, value ranges and the non-finite watch on, its report rendered b
 Chromium (Debian's `chromium`, installed by scripts/setup): the page loads without a script
 error, the script runs to its end, and the page shows the model's modules; a screenshot is taken.
 
-Skips without chromium or transformers (the models venv of scripts/models-venv has it). By hand:
+Skips without transformers (the models venv of scripts/models-venv has it; under ctest with that
+venv's python, an error: tests/python/requires.py); without chromium, which scripts/setup installs,
+an error under ctest and a skip by hand. By hand:
   AUTOCASTGEN_BUILD_DIR=build-h40 /root/.cache/autocastgen/venv-models/bin/python -m pytest tests/report/test_report_browser.py
 """
 
@@ -23,14 +25,18 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-pytestmark = [
-    pytest.mark.skipif(CHROMIUM is None, reason="no chromium (scripts/setup installs Debian's)"),
-    pytest.mark.skipif(not (BUILD / "python" / "autocastgen" / "reporter").is_dir(),
-                       reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)"),
-]
-sys.path.insert(0, str(BUILD / "python"))
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+sys.path.insert(0, str(REPO / "tests" / "python"))  # built_tree, requires
+import requires  # noqa: E402
+from built_tree import require_built  # noqa: E402
+
+require_built(BUILD, "python/autocastgen/reporter/__init__.py")  # an error under ctest where missing
+if CHROMIUM is None:
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ:
+        raise RuntimeError("no chromium on PATH: scripts/setup installs Debian's (apt-get install chromium)")
+    pytest.skip("no chromium (scripts/setup installs Debian's)", allow_module_level=True)
+import torch  # noqa: E402
+
+transformers = requires.module("transformers")
 
 
 def llama_report(out: Path, stats_path: Path) -> tuple[Path, object]:

@@ -25,11 +25,11 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 CLI = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
 
-pytestmark = pytest.mark.skipif(not (BUILD / "python" / "autocastgen" / "reporter").is_dir(),
-                                reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)")
-sys.path.insert(0, str(REPO / "tests" / "python"))
-sys.path.insert(0, str(BUILD / "python"))
+sys.path.insert(0, str(REPO / "tests" / "python"))  # built_tree, requires
+from built_tree import require_built  # noqa: E402
 from child_process import run_bounded  # noqa: E402
+
+require_built(BUILD, "python/autocastgen/reporter/__init__.py", CLI)  # an error under ctest where missing
 
 ENTRY = '"calls":1,"ran_in":{},"casts":0,"cast_bytes":0,"cache_hits":0'
 MAX_NAME = 2**20  # bytes: kMaxStatsNameBytes in core/support/stats_names.h
@@ -107,8 +107,6 @@ def test_a_hostile_file_is_a_located_error_within_bounds(name, tmp_path):
 def test_the_stats_verb_says_the_same(name, tmp_path):
     # Byte for byte where every source line shown is short (both show a long one cut differently),
     # else the first line.
-    if not Path(CLI).is_file():
-        pytest.skip("no CLI")
     import autocastgen.reporter as reporter
 
     text, _ = HOSTILE[name]
@@ -156,8 +154,6 @@ def test_both_readers_take_names_of_the_bound_and_refuse_one_byte_more(tmp_path)
     from autocastgen.reporter.reading import MAX_KEY_BYTES, MAX_NAME_BYTES
 
     assert (MAX_NAME_BYTES, MAX_KEY_BYTES) == (MAX_NAME, MAX_KEY)
-    if not Path(CLI).is_file():
-        pytest.skip("no CLI")
 
     def write(name: str, value_extra: int, key_extra: int) -> Path:
         entry = {"op": "o" * (MAX_NAME + value_extra), "module": "é" * (MAX_NAME // 2 - 1) + "m" * (2 + value_extra),

@@ -1,6 +1,7 @@
 """autocastgen.insight.TensorBoard (docs/insight.md, TensorBoard): per-step figures and the
 GradScaler's scale and skipped steps written with torch.utils.tensorboard.SummaryWriter, read back
-with TensorBoard's own event reader. Skips without tensorboard (pinned in scripts/requirements.txt)."""
+with TensorBoard's own event reader. tensorboard is pinned in scripts/requirements.txt: missing, an error
+under ctest with the pinned PyTorch, else a skip (tests/python/requires.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
-pytestmark = pytest.mark.skipif(not (BUILD / "python" / "autocastgen").is_dir(),
-                                reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)")
-sys.path.insert(0, str(BUILD / "python"))
-torch = pytest.importorskip("torch")
-pytest.importorskip("tensorboard")
+sys.path.insert(0, str(REPO / "tests" / "python"))  # built_tree, requires
+import requires  # noqa: E402
+from built_tree import require_built  # noqa: E402
+
+require_built(BUILD, "python/autocastgen/__init__.py")  # an error under ctest where missing
+import torch  # noqa: E402
+
+requires.module("tensorboard")
 
 
 def test_scaler_and_step_figures_reach_tensorboard(tmp_path):

@@ -34,6 +34,8 @@ import autocastgen  # noqa: E402
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 SCOPES = {"generated-torch": ["torch"], "generated-autocastgen": ["autocastgen"], "runtime": ["torch", "autocastgen"]}
 if ROUTE not in SCOPES:
+    if "AUTOCASTGEN_BUILD_DIR" in os.environ:  # ctest sets both
+        raise RuntimeError(f"AUTOCASTGEN_RULES_ROUTE is {ROUTE!r}, not one of {sorted(SCOPES)}")
     pytest.skip("set AUTOCASTGEN_RULES_ROUTE (ctest does)", allow_module_level=True)
 
 

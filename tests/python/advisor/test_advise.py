@@ -29,10 +29,10 @@ import sys
 import warnings
 
 import pytest
+import torch
 
 import requires
-
-torch = pytest.importorskip("torch")
+from built_tree import require_built
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -40,12 +40,9 @@ CLI = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
 CPU_POLICY = REPO / "schemas" / "policies" / "cpu.yaml"
 CUDA_POLICY = REPO / "schemas" / "policies" / "cuda.yaml"
 
-pytestmark = [
-    pytest.mark.skipif(not (BUILD / "python" / "autocastgen").is_dir(),
-                       reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)"),
-]
+# The build's package and CLI: an error under ctest where missing (built_tree.py).
+require_built(BUILD, "python/autocastgen/__init__.py", CLI)
 
-sys.path.insert(0, str(BUILD / "python"))
 import autocastgen  # noqa: E402
 from autocastgen.advisor import AdviseError, advise_record  # noqa: E402
 

@@ -12,16 +12,17 @@ from __future__ import annotations
 import copy
 import os
 import pathlib
-import sys
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
+from built_tree import require_built
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
-sys.path.insert(0, str(BUILD / "python"))
-autocastgen = pytest.importorskip("autocastgen")
+require_built(BUILD, "python/autocastgen/__init__.py")  # an error under ctest where missing
+
+import autocastgen  # noqa: E402
 
 # fp8 for the GEMMs a model calls as torch.mm, bfloat16 for its linears: a linear's backward makes
 # two aten::mm calls, which a backward traced in the forward's scope would run in fp8.

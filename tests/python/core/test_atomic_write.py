@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from built_tree import require_built  # noqa: E402
 from child_process import run_bounded  # noqa: E402
 from small_fs import can_mount, remount, tmpfs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
-if not (BUILD / "python" / "autocastgen" / "_core" / "atomic.py").is_file():
-    pytest.skip(f"{BUILD} has no python/autocastgen (build the autocastgen_python target)", allow_module_level=True)
+require_built(BUILD, "python/autocastgen/_core/atomic.py")  # an error under ctest where missing
 
 # Writes DATA to TARGET in the child and prints what happened as JSON.
 WRITE = """

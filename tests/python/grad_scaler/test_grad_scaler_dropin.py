@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import requires
 from built_tree import require_built
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -43,10 +44,11 @@ import autocastgen  # noqa: E402
 torch.set_num_threads(1)
 
 TorchScaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
-needs_torch_scaler = pytest.mark.skipif(
-    TorchScaler is None or "device" not in inspect.signature(TorchScaler.__init__).parameters,
-    reason="this PyTorch has no torch.amp.GradScaler(device=...) (2.3 and later have)",
-)
+# What PyTorch releases have or lack: skipped with another release, an error under ctest with the
+# pinned one (requires.supported_mark), where a probe that fails is a failure (ours breaking autocast).
+needs_torch_scaler = requires.supported_mark(
+    None if TorchScaler is not None and "device" in inspect.signature(TorchScaler.__init__).parameters
+    else "this PyTorch has no torch.amp.GradScaler(device=...) (2.3 and later have)")
 
 INF, NAN = math.inf, math.nan
 
@@ -159,7 +161,7 @@ def autocast_fp16_forward(model, x, y):
 
 
 @needs_torch_scaler
-@pytest.mark.skipif(not cpu_fp16_autocast_works(), reason="this PyTorch has no float16 CPU autocast")
+@requires.supported_mark(None if cpu_fp16_autocast_works() else "this PyTorch has no float16 CPU autocast")
 def test_fp16_autocast_trajectory_3000_steps_bit_identical():
     kwargs = dict(init_scale=2.0**14, growth_factor=2.0, backoff_factor=0.5, growth_interval=25)
     ours, theirs = autocastgen.GradScaler("cpu", **kwargs), TorchScaler("cpu", **kwargs)
@@ -170,7 +172,7 @@ def test_fp16_autocast_trajectory_3000_steps_bit_identical():
 
 
 @needs_torch_scaler
-@pytest.mark.skipif(not cpu_fp16_autocast_works(), reason="this PyTorch has no float16 CPU autocast")
+@requires.supported_mark(None if cpu_fp16_autocast_works() else "this PyTorch has no float16 CPU autocast")
 def test_odd_factors_trajectory_bit_identical():
     # Factors that are not floats: the scale is multiplied in double and rounded to float.
     kwargs = dict(init_scale=3000.0, growth_factor=1.1, backoff_factor=0.7, growth_interval=7)
@@ -197,7 +199,7 @@ def fused_adam_works(dtype):
 
 
 @needs_torch_scaler
-@pytest.mark.skipif(not fused_adam_works(torch.float16), reason="this PyTorch has no fused float16 Adam on CPU")
+@requires.supported_mark(None if fused_adam_works(torch.float16) else "this PyTorch has no fused float16 Adam on CPU")
 def test_fp16_params_fused_adam_trajectory_bit_identical():
     # float16 gradients reach the scaler's inf check; the fused optimizer unscales them itself.
     kwargs = dict(init_scale=2.0**10, growth_interval=10)
@@ -383,7 +385,7 @@ def test_bfloat16_trajectory_matches_torch_cpu():
         train_pair(1, TorchScaler("cpu"), TorchScaler("cpu"), make_model, torch.bfloat16,
                    lambda m: [torch.optim.SGD(m.parameters(), lr=1e-3)], plain_forward)
     except (RuntimeError, ValueError) as error:
-        pytest.skip(f"this PyTorch's scaler refuses bfloat16 on CPU: {error}")
+        requires.supported(f"this PyTorch's scaler refuses bfloat16 on CPU: {error}")
     records = train_pair(400, ours, theirs, make_model, torch.bfloat16,
                          lambda m: [torch.optim.SGD(m.parameters(), lr=1e-3)], plain_forward)
     assert records["skipped"] > 3

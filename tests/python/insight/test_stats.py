@@ -23,11 +23,11 @@ import subprocess
 import textwrap
 
 import pytest
+import torch
 
 import child_process
+from built_tree import require_built
 from child_process import last_json
-
-torch = pytest.importorskip("torch")
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -36,10 +36,9 @@ CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 OWN_STATE_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
 CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastgen"))
 
-pytestmark = pytest.mark.skipif(
-    not (RUNTIME.is_file() and CPU_LIBRARY.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
-    reason="the build's runtime, generated CPU library or Python package is missing (set AUTOCASTGEN_BUILD_DIR)",
-)
+# The build's runtime, generated CPU libraries (the own-state one too) and package: an error under
+# ctest where missing (built_tree.py).
+require_built(BUILD, "python/autocastgen/__init__.py", RUNTIME, CPU_LIBRARY, OWN_STATE_LIBRARY)
 
 LINEAR_EXAMPLE = {
     "op": "aten::linear",
@@ -117,7 +116,6 @@ def test_generated_cpu_library_counts_the_example():
     assert out["table"] == {"version": 1, "ops": [LINEAR_EXAMPLE]}
 
 
-@pytest.mark.skipif(not OWN_STATE_LIBRARY.is_file(), reason="the autocastgen-state CPU library is not built")
 def test_own_state_library_counts_the_example():
     result = run_child(
         f"""
@@ -163,7 +161,6 @@ def test_nothing_counted_while_off():
     assert last_json(result) == [False, {"version": 1, "ops": []}]
 
 
-@pytest.mark.skipif(not OWN_STATE_LIBRARY.is_file(), reason="the autocastgen-state CPU library is not built")
 def test_eight_threads_add_up():
     # Each thread: its own Linear (own weights), autocastgen's state (a per-thread cast cache), three
     # calls; it merges its table before it ends. 8 x the example.

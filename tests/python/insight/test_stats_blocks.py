@@ -14,19 +14,15 @@ import os
 import pathlib
 import subprocess
 
-import pytest
-
 import child_process
+from built_tree import require_built
 from child_process import last_json
-
-torch = pytest.importorskip("torch")
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
-CLI = os.environ.get("AUTOCASTGEN_CLI")
-
-pytestmark = pytest.mark.skipif(not (BUILD / "python" / "autocastgen").is_dir(),
-                                reason="the build's Python package is missing (set AUTOCASTGEN_BUILD_DIR)")
+CLI = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
+# The build's package and CLI: an error under ctest where missing (built_tree.py).
+require_built(BUILD, "python/autocastgen/__init__.py", CLI)
 
 # Runtime policies on aten::linear (and PyTorch's CPU kernels for the rest): counted by the drivers.
 PRELUDE = """
@@ -66,13 +62,12 @@ def test_a_record_after_a_stats_block_holds_only_its_own_rows(tmp_path):
     assert [(e["op"], e["ran_in"]) for e in out["first"]["ops"]] == [("aten::linear", {"float16": 2})]
     # The process-wide table still has both (an AUTOCASTGEN_STATS file gets everything).
     assert sum(e["calls"] for e in out["process"]["ops"]) == 4
-    if CLI:
-        policy = tmp_path / "base.yaml"
-        policy.write_text("autocast: {device: cpu, lower_precision: [float16, bfloat16]}\n"
-                          "lists:\n  lower_precision_fp: [linear]\n")
-        advised = subprocess.run([CLI, "advise", str(path), "--policy", str(policy), "--dtype", "float16",
-                                  "-o", str(tmp_path / "advised.yaml")], capture_output=True, text=True, timeout=120)
-        assert advised.returncode == 0, advised.stderr
+    policy = tmp_path / "base.yaml"
+    policy.write_text("autocast: {device: cpu, lower_precision: [float16, bfloat16]}\n"
+                      "lists:\n  lower_precision_fp: [linear]\n")
+    advised = subprocess.run([CLI, "advise", str(path), "--policy", str(policy), "--dtype", "float16",
+                              "-o", str(tmp_path / "advised.yaml")], capture_output=True, text=True, timeout=120)
+    assert advised.returncode == 0, advised.stderr
 
 
 def test_nested_blocks_hold_their_own_counts_and_extremes(tmp_path):

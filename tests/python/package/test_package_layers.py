@@ -562,7 +562,10 @@ def test_each_rule_reports_its_case_alone(rule, tmp_path):
 
 # --- the build's copy, and what imports -------------------------------------------------------
 
-needs_build = pytest.mark.skipif(not (BUILD / "python" / PACKAGE / "__init__.py").is_file(),
+# Under ctest (AUTOCASTGEN_BUILD_DIR) they run, and fail where the build lacks the package; by hand
+# against an unbuilt tree they skip.
+needs_build = pytest.mark.skipif(not (BUILD / "python" / PACKAGE / "__init__.py").is_file()
+                                 and "AUTOCASTGEN_BUILD_DIR" not in os.environ,
                                  reason=f"{BUILD} has no python/autocastgen (build the autocastgen_python target)")
 
 

@@ -15,20 +15,20 @@ import subprocess
 import textwrap
 
 import pytest
+import torch
 
 import child_process
+from built_tree import require_built
 from child_process import last_json
-
-torch = pytest.importorskip("torch")
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
 RUNTIME = BUILD / "lib" / "libautocastgen_runtime_torch.so"
 CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastgen"))
 
+# The build's runtime and package: an error under ctest where missing (built_tree.py).
+require_built(BUILD, "python/autocastgen/__init__.py", RUNTIME)
 pytestmark = [
-    pytest.mark.skipif(not (RUNTIME.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
-                       reason="the build's runtime or Python package is missing (set AUTOCASTGEN_BUILD_DIR)"),
     pytest.mark.skipif(not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"),
                        reason=f"torch {torch.__version__} has no CPU _scaled_mm kernel (2.4, 2.7)"),
 ]

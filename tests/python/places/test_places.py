@@ -18,9 +18,8 @@ import textwrap
 import pytest
 
 import child_process
+from built_tree import require_built
 from child_process import last_json
-
-torch = pytest.importorskip("torch")
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -28,10 +27,8 @@ RUNTIME = BUILD / "lib" / "libautocastgen_runtime_torch.so"
 CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastgen"))
 
-pytestmark = pytest.mark.skipif(
-    not (RUNTIME.is_file() and CPU_LIBRARY.is_file() and (BUILD / "python" / "autocastgen").is_dir()),
-    reason="the build's runtime, generated CPU library or Python package is missing (set AUTOCASTGEN_BUILD_DIR)",
-)
+# The build's runtime, generated CPU library and package: an error under ctest where missing (built_tree.py).
+require_built(BUILD, "python/autocastgen/__init__.py", RUNTIME, CPU_LIBRARY)
 
 # A model with a nested module and an overflow in one place: the first Linear sees inputs up to
 # 60000 and its outputs leave float16's range; the rest stays small.

@@ -123,8 +123,7 @@ def test_auto_on_a_cpu_runs_the_lower_precision_bit_for_bit(lower_precision_resu
 
 def test_the_stats_verb_says_why(tmp_path):
     cli = os.environ.get("AUTOCASTGEN_CLI", str(BUILD / "bin" / "autocastgen"))
-    if not Path(cli).is_file():
-        pytest.skip("the autocastgen CLI is not built")
+    require_built(BUILD, cli)  # an error under ctest where missing
     load("auto")
     path = tmp_path / "stats.json"
     with autocastgen.stats(str(path)):

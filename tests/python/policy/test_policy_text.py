@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 
-yaml = pytest.importorskip("yaml")
+import requires
+from built_tree import require_built
+
+yaml = requires.module("yaml", "pyyaml")
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 CLI = os.environ.get("AUTOCASTGEN_CLI") or str(BUILD / "bin" / "autocastgen")
-if not (BUILD / "python" / "autocastgen" / "policy" / "_load.py").is_file() or not os.path.isfile(CLI):
-    pytest.skip(f"{BUILD} has no python/autocastgen or no CLI (build autocastgen and autocastgen_python)",
-                allow_module_level=True)
-sys.path.insert(0, str(BUILD / "python"))
+require_built(BUILD, "python/autocastgen/policy/_load.py", CLI)  # an error under ctest where missing
 
 BASE = "autocast: {device: cpu}\nlists:\n  fp32: [mm]\n"
 # Every spelling of a top-level `extends:` (ABS: an absolute folder), and texts that are not one:

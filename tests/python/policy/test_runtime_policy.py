@@ -17,7 +17,8 @@ cache. What is checked:
    status 1 and the CLI's diagnostics;
 6. gradients flow through the casts, and PyTorch's cast cache is the one used.
 
-ctest sets AUTOCASTGEN_RUNTIME_TORCH_LIB (and AUTOCASTGEN_CLI); without the library the tests skip.
+ctest sets AUTOCASTGEN_RUNTIME_TORCH_LIB and AUTOCASTGEN_CLI (by default the build's); without them the tests
+skip, and under ctest (AUTOCASTGEN_BUILD_DIR) fail (built_tree.py).
 Run by hand: AUTOCASTGEN_RUNTIME_TORCH_LIB=build/lib/libautocastgen_runtime_torch.so \
              AUTOCASTGEN_CLI=build/bin/autocastgen python3 -m pytest tests/python/policy/test_runtime_policy.py
 """
@@ -28,6 +29,7 @@ import contextlib
 import itertools
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -37,19 +39,17 @@ import threading
 import warnings
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-torch = pytest.importorskip("torch")
-
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from built_tree import require_built
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-LIB = os.environ.get("AUTOCASTGEN_RUNTIME_TORCH_LIB")
-CLI = os.environ.get("AUTOCASTGEN_CLI")
+BUILD = os.environ.get("AUTOCASTGEN_BUILD_DIR", os.path.join(REPO, "build"))
+LIB = os.environ.get("AUTOCASTGEN_RUNTIME_TORCH_LIB", os.path.join(BUILD, "lib", "libautocastgen_runtime_torch.so"))
+CLI = os.environ.get("AUTOCASTGEN_CLI", os.path.join(BUILD, "bin", "autocastgen"))
 POLICY_DIR = os.path.join(REPO, "schemas", "policies")
-
-pytestmark = pytest.mark.skipif(
-    not LIB, reason="libautocastgen_runtime_torch.so not given (set AUTOCASTGEN_RUNTIME_TORCH_LIB)")
-needs_cli = pytest.mark.skipif(not CLI, reason="the autocastgen CLI not given (set AUTOCASTGEN_CLI)")
+require_built(pathlib.Path(BUILD), LIB, CLI)
 
 BF16 = torch.bfloat16
 F16 = torch.float16
@@ -525,7 +525,7 @@ CUDA_CASES = {
 
 @pytest.mark.parametrize("op", CUDA_CASES)
 def test_same_as_pytorch_cuda_kernel_on_fake_tensors(op):
-    fake_tensor = pytest.importorskip("torch._subclasses.fake_tensor")
+    from torch._subclasses import fake_tensor
     policy, call = CUDA_CASES[op]
     assert has_kernel(op, "AutocastCUDA")
 
@@ -609,20 +609,17 @@ def test_error_registers_nothing(case):
         assert y.dtype == F32
 
 
-@needs_cli
 @pytest.mark.parametrize("case", ERROR_CASES)
 def test_error_message_is_the_clis(case, tmp_path):
     op, policy, device, _ = ERROR_CASES[case]
     assert runtime_errors(op, policy, device) == cli_errors(equivalent_policy(op, policy, device), tmp_path)
 
 
-@needs_cli
 @pytest.mark.parametrize("op", ["aten::add", "norm"])
 def test_error_message_is_the_clis_overload_list(op, tmp_path):
     assert runtime_errors(op, "fp32", "cpu") == cli_errors(equivalent_policy(op, "fp32", "cpu"), tmp_path)
 
 
-@needs_cli
 def test_error_message_is_the_clis_custom_op(ops, tmp_path):
     ops.define("myop(Tensor a, Tensor b) -> Tensor")
     ops.define("myop_(Tensor(a!) a, Tensor b) -> Tensor(a!)")

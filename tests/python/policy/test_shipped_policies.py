@@ -29,12 +29,10 @@ import pathlib
 import sys
 
 import pytest
+import torch
+import torchgen.model as torchgen_model
 import yaml
-
-torch = pytest.importorskip("torch")
-torchgen_model = pytest.importorskip("torchgen.model")
-
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # Several listed ops are deprecated aliases (chain_matmul, svd, ...) that warn when called.
 pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated:UserWarning")
@@ -905,7 +903,6 @@ def pinned_release() -> str:
 @pytest.mark.parametrize("filename,device,fake,key,list_name", behaviour_cases())
 def test_behaviour(filename, device, fake, key, list_name):
     if fake:
-        pytest.importorskip("torch._subclasses.fake_tensor")
         # What an op does on a fake cuda/xpu/mtia tensor depends on the release's fake-tensor
         # support (2.11 cannot run _convolution or gru_cell there; 2.4 has no MTIA autocast), so
         # these run for the pinned release only; registration parity covers the others

@@ -20,10 +20,13 @@ import os
 import pathlib
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("expecttest")  # torch.testing._internal imports it
-autocast_test_lists = pytest.importorskip("torch.testing._internal.autocast_test_lists")
+import requires
+
+requires.module("expecttest")  # torch.testing._internal imports it
+
+from torch.testing._internal import autocast_test_lists  # noqa: E402
 
 from autocast_conformance import (  # noqa: E402
     autocast_kernel,

@@ -22,12 +22,15 @@ import pathlib
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS; read at its first use
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
-torch = pytest.importorskip("torch")
+import requires  # noqa: E402
+
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
-pytest.importorskip("expecttest")  # torch.testing._internal imports it
-autocast_test_lists = pytest.importorskip("torch.testing._internal.autocast_test_lists")
+requires.module("expecttest")  # torch.testing._internal imports it
+
+from torch.testing._internal import autocast_test_lists  # noqa: E402
 
 from autocast_conformance import (  # noqa: E402
     autocast_kernel,

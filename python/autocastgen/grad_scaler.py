@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 import torch
 
 from . import distributed
-from ._core.runtime import load_runtime, python_extension
+from ._core.runtime import cuda_kernels_missing, load_runtime, python_extension
 
 # None where it was not built (no interpreter headers at build time, python/CMakeLists.txt); the
 # wheel's is the one of this torch's release (Note [one runtime per release]).
@@ -27,10 +27,31 @@ _C = python_extension()
 __all__ = ["GradScaler"]
 
 
+_told_pytorch_kernels = False
+
+
+def pytorch_kernels_instead(device: torch.device) -> bool:
+    """Whether the scaler ops of ``device`` are PyTorch's, autocastgen's CUDA kernels being unable to run
+    there (Note [PyTorch's kernels where ours cannot run] in _core/runtime.py); says why, once a process."""
+    global _told_pytorch_kernels
+    if device.type != "cuda":
+        return False
+    why = cuda_kernels_missing(device.index if device.index is not None else torch.cuda.current_device())
+    if why is not None and not _told_pytorch_kernels:
+        _told_pytorch_kernels = True
+        warnings.warn(f"autocastgen.GradScaler: {why}: PyTorch's own scaler kernels run on {device} instead "
+                      "(the same results)", stacklevel=3)
+    return why is not None
+
+
 def non_finite_check_and_unscale_(grads: list[torch.Tensor], found_inf: torch.Tensor, inv_scale: torch.Tensor) -> None:
     """``torch.ops.autocastgen.non_finite_check_and_unscale_``, called through ``autocastgen._C`` where
     that is the same call and cheaper (Note [unscale from Python]: eager, no torch function mode, a
-    list of plain tensors); the runtime library must be loaded."""
+    list of plain tensors), or PyTorch's kernel where ours cannot run (pytorch_kernels_instead); the
+    runtime library must be loaded."""
+    if pytorch_kernels_instead(found_inf.device):
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+        return
     if (
         _C is None
         or torch.compiler.is_compiling()
@@ -425,11 +446,24 @@ class GradScaler:
             for found in found_infs[1:]:
                 combined += found
             ops = torch.ops.autocastgen
+            pytorch_kernels = pytorch_kernels_instead(scale.device)
             if self._extras():
+                # PyTorch has no hysteresis or clamps: where our CUDA kernel cannot run, our CPU kernel
+                # updates copies of the state (a host sync, on such a device only).
+                on = torch.device("cpu") if pytorch_kernels else scale.device
+                kept = (scale, self._growth_tracker, self._hysteresis_tracker)
+                state = [t.to(on) for t in (*kept, combined)]
                 ops.update_scale_hysteresis_(
-                    scale, self._growth_tracker, self._hysteresis_tracker, combined, self._growth_factor,
-                    self._backoff_factor, self._growth_interval, self._hysteresis, self._min_scale,
-                    None if math.isinf(self._max_scale) else self._max_scale,
+                    *state, self._growth_factor, self._backoff_factor, self._growth_interval, self._hysteresis,
+                    self._min_scale, None if math.isinf(self._max_scale) else self._max_scale,
+                )
+                for original, updated in zip(kept, state):  # state has found_inf last
+                    if updated is not original:
+                        original.copy_(updated)
+            elif pytorch_kernels:
+                torch._amp_update_scale_(
+                    scale, self._growth_tracker, combined, self._growth_factor, self._backoff_factor,
+                    self._growth_interval,
                 )
             else:
                 ops.update_scale_(

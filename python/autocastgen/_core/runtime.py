@@ -224,6 +224,27 @@ def cuda_part() -> str | None:
     return _cuda_part
 
 
+# Note [PyTorch's kernels where ours cannot run]
+# Our CUDA kernels can be missing for a CUDA tensor: the CUDA part was not built (a torch built
+# with a CUDA no toolkit here had) or not loaded (a custom torch build), or it has no code for the
+# GPU (the wheel's parts start at sm_70, Note [parameter blocks]: torch 2.4-2.7 run on Maxwell and
+# Pascal too). A dispatch error there would break training that torch.amp.GradScaler runs, so the
+# GradScaler runs PyTorch's own scaler kernels on such a device instead, which give the same results
+# (the ops' contract: torch.amp.GradScaler's bits), and says so once.
+@functools.cache
+def cuda_kernels_missing(device_index: int) -> str | None:
+    """Why autocastgen's CUDA scaler kernels cannot run on the GPU ``device_index``, or None where they can."""
+    load_runtime()
+    if not _cuda_kernels_registered():
+        return f"autocastgen's CUDA part is {cuda_part() or 'not loaded'}"
+    built = release_build_info()
+    oldest = built.get("oldest_cuda_arch") if built is not None else None
+    major, minor = torch.cuda.get_device_capability(device_index)
+    if isinstance(oldest, int) and major * 10 + minor < oldest:
+        return f"autocastgen's CUDA part has code for sm_{oldest} and newer, and this GPU is sm_{major}{minor}"
+    return None
+
+
 def describe() -> str:
     """One line on the runtime in use, for ``python -m autocastgen --version``."""
     info = build_info()

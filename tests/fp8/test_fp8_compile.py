@@ -20,6 +20,8 @@ if not hasattr(torch, "compile"):
 
 from test_fp8_gemm import act, param  # noqa: E402
 
+from exact import assert_exact  # noqa: E402
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 POLICIES = {"current": "fp8_cpu.yaml", "delayed": "fp8_cpu_delayed.yaml"}
 STEPS = 3
@@ -98,9 +100,9 @@ def test_aot_eager_is_bit_identical_to_eager(ops, scaling):
     (eager, eager_cache), (compiled, compiled_cache) = eager_and_compiled(ops, "aot_eager")
     for step, ((out, grads, states), (c_out, c_grads, c_states)) in enumerate(zip(eager, compiled)):
         assert out.dtype == torch.bfloat16
-        assert torch.equal(c_out, out), f"step {step}: output"
+        assert_exact(c_out, out, f"step {step}: output")
         for i, (got, want) in enumerate(zip(c_grads, grads)):
-            assert got.dtype == want.dtype and torch.equal(got, want), f"step {step}: gradient {i}"
+            assert_exact(got, want, f"step {step}: gradient {i}")
         assert c_states == states, f"step {step}: delayed-scaling state"
         if scaling == "delayed":
             # The history moved once per weight per step.

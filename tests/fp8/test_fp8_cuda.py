@@ -13,7 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import ref_scale
+from conftest import nan_sign_cleared, ref_scale
+from exact import assert_exact
 
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
@@ -29,13 +30,6 @@ pytestmark = pytest.mark.usefixtures("fresh_fp8_state")
 def torch_cast(x, scale, dtype):
     m = torch.finfo(dtype).max
     return (x.float() * scale).clamp(-m, m).to(dtype)
-
-
-def same_bits(a, b):
-    """Equal codes, or both NaN (a widened half NaN may lose its sign in PyTorch's own cast)."""
-    ua, ub = a.view(torch.uint8), b.view(torch.uint8)
-    both_nan = ((ua & 0x7F) == 0x7F) & ((ub & 0x7F) == 0x7F)
-    return bool(((ua == ub) | both_nan).all())
 
 
 def wide_values(dtype, n, seed):
@@ -59,10 +53,10 @@ def test_cuda_cast_and_amax_are_bit_exact(ops, fmt, src, fused):
         scale = torch.tensor(s, dtype=torch.float32, device="cuda")
         data, amax = ops.fp8_scale_cast(x, scale, fmt, fused=fused)
         assert data.device.type == "cuda" and data.dtype == fmt and data.shape == x.shape
-        assert same_bits(data, torch_cast(x, scale, fmt)), (fmt, src, s)
+        assert_exact(nan_sign_cleared(data), nan_sign_cleared(torch_cast(x, scale, fmt)), (fmt, src, s))
         assert amax.isnan()  # the NaNs propagate
     finite = x[torch.isfinite(x)]
-    assert torch.equal(ops.fp8_amax(finite, fused=fused), finite.float().abs().amax())
+    assert_exact(ops.fp8_amax(finite, fused=fused), finite.float().abs().amax())
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -72,7 +66,7 @@ def test_cuda_every_float_class_by_bit_pattern(ops, fmt):
     one = torch.tensor(1.0, device="cuda")
     for fused in (True, False):
         data, _ = ops.fp8_scale_cast(x, one, fmt, fused=fused)
-        assert same_bits(data, torch_cast(x, one, fmt))
+        assert_exact(nan_sign_cleared(data), nan_sign_cleared(torch_cast(x, one, fmt)))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -180,8 +174,8 @@ def test_cuda_compiled_fp8_matches_eager(ops, policy, backend):
             compiled = train_steps(ops, twin, torch.compile(autocast_forward, fullgraph=True, backend=backend))
         for step, ((y, grads, states), (cy, cgrads, cstates)) in enumerate(zip(eager, compiled)):
             if backend == "aot_eager":
-                assert torch.equal(cy, y), step
-                assert all(torch.equal(a, b) for a, b in zip(cgrads, grads)), step
+                assert_exact(cy, y, step)
+                assert_exact(cgrads, grads, step)
                 assert cstates == states, step
             else:
                 torch.testing.assert_close(cy.float(), y.float(), rtol=1.6e-2, atol=1e-2)
@@ -209,8 +203,8 @@ def test_cuda_mm_gradients_through_the_byte_transpose(ops, m, k, n):
     qb, ib = quantize(b, E4M3)
     qg, ig = quantize(gy, E5M2)
     col = lambda t: t.t().contiguous().t()  # noqa: E731 -- column-major copy
-    assert torch.equal(a.grad, smm(qg, col(qb.t()), ig, ib, torch.float32))
-    assert torch.equal(b.grad, smm(qa.t().contiguous(), col(qg), ia, ig, torch.float32))
+    assert_exact(a.grad, smm(qg, col(qb.t()), ig, ib, torch.float32))
+    assert_exact(b.grad, smm(qa.t().contiguous(), col(qg), ia, ig, torch.float32))
 
 
 # --- Row-wise scales (Note [fp8 rowwise] in runtime/torch/fp8/rowwise.cpp) ------------------------
@@ -235,14 +229,14 @@ def test_cuda_rowwise_linear_matches_scaled_mm(ops):
     qx, ix = rows(x, 1)
     qw, iw = rows(w, 1)
     ref = smm(qx, qw.t(), ix, iw.reshape(1, -1), torch.bfloat16, bias=b.detach().bfloat16(), fast=True)
-    assert torch.equal(y.detach(), ref)
+    assert_exact(y.detach(), ref)
     qg, ig = rows(gy, 1)
     qwc, iwc = rows(w, 0)
-    assert torch.equal(x.grad, smm(qg, qwc.t().contiguous().t(), ig, iwc, torch.bfloat16))
+    assert_exact(x.grad, smm(qg, qwc.t().contiguous().t(), ig, iwc, torch.bfloat16))
     qgc, igc = rows(gy, 0)
     qxc, ixc = rows(x, 0)
     ref_gw = smm(qgc.t().contiguous(), qxc.t().contiguous().t(), igc.reshape(-1, 1), ixc, torch.bfloat16).float()
-    assert torch.equal(w.grad, ref_gw)
+    assert_exact(w.grad, ref_gw)
     exact = F.linear(x.float(), w.float(), b.float())
     assert (y.float() - exact).abs().max() < 0.08 * exact.abs().max()
 
@@ -267,7 +261,7 @@ def test_cuda_rowwise_policy_compiled_matches_eager(ops, policy):
                 x.grad = None
                 layer.zero_grad(set_to_none=True)
             for a, b in zip(*results):
-                assert torch.equal(a, b)
+                assert_exact(a, b)
             exact = F.linear(x, layer.weight, layer.bias)
             assert (results[0][0].float() - exact).abs().max() < 0.08 * exact.abs().max()
     finally:
@@ -309,7 +303,7 @@ def test_cuda_fused_rowwise_quantiser_equals_the_ops(ops, src, reduced_dim):
             ref_data, ref_inv = ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin, fused=False)
             cpu_data, cpu_inv = ops.fp8_quantize_rowwise(x.cpu(), E4M3, reduced_dim, margin)
             assert data.device.type == "cuda" and inv.shape == ref_inv.shape
-            assert torch.equal(inv.view(torch.int32), ref_inv.view(torch.int32)), (r, c, margin)
+            assert_exact(inv, ref_inv, (r, c, margin))
             torch.testing.assert_close(inv, cpu_inv.cuda(), rtol=0, atol=0, equal_nan=True)
             for want in (ref_data, cpu_data.cuda()):
-                assert torch.equal(data.view(torch.uint8), want.view(torch.uint8)), (r, c, margin)
+                assert_exact(data, want, (r, c, margin))

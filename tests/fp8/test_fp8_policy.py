@@ -26,6 +26,8 @@ if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU")
 
 from test_fp8_gemm import act, assert_close, param, ref_linear, smm  # noqa: E402
 
+from exact import assert_exact  # noqa: E402
+
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 LIB = os.environ.get("AUTOCASTGEN_FP8_POLICY_LIB")
 POLICY_FILE = os.environ.get("AUTOCASTGEN_FP8_POLICY_FILE") or (
@@ -105,7 +107,7 @@ def test_matmul_keeps_the_autocast_kernel_it_has(ops):
     a, b = act(32, 64, requires_grad=False), param(64, 48)
     with autocast():
         y = torch.matmul(a, b)
-    assert torch.equal(y, torch.mm(a.bfloat16(), b.detach().bfloat16()))
+    assert_exact(y, torch.mm(a.bfloat16(), b.detach().bfloat16()))
     assert ops.fp8_weight_cache_stats()[0] == 0
 
 
@@ -134,10 +136,11 @@ def test_shapes_fp8_cannot_take_run_in_bfloat16(ops):
     with autocast():
         y = layer(x)
     want = F.linear(x.bfloat16(), layer.weight.bfloat16(), layer.bias.bfloat16())
-    assert y.dtype == torch.bfloat16 and torch.equal(y, want)
+    assert y.dtype == torch.bfloat16
+    assert_exact(y, want)
     assert ops.fp8_weight_cache_stats()[0] == 0  # nothing was quantised
     # And outside autocast nothing changes.
-    assert torch.equal(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert_exact(layer(x), F.linear(x, layer.weight, layer.bias))
 
 
 def test_statistics_show_fp8_calls_and_fallbacks(ops):
@@ -171,7 +174,7 @@ def test_shared_weight_is_quantised_once_per_scope(ops):
 
 def test_outside_autocast_and_with_other_dtypes_nothing_changes(ops):
     a, b = act(32, 64, requires_grad=False), param(64, 48)
-    assert torch.equal(torch.mm(a, b), torch.mm(a, b.detach()))
+    assert_exact(torch.mm(a, b), torch.mm(a, b.detach()))
     with autocast():
         y = torch.mm(a.double(), b.double())  # float64 is not eligible: no fp8, no cast
     assert y.dtype == torch.float64

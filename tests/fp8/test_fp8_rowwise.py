@@ -19,6 +19,7 @@ if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU")
 from test_fp8_gemm import act, param  # noqa: E402
 
 from conftest import ref_quantize  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 E4M3 = torch.float8_e4m3fn
@@ -88,11 +89,12 @@ def test_linear_bit_for_bit(ops, recipe, bias):
     g = act(2, 16, 48, seed=7, requires_grad=False).to(torch.bfloat16)
     got = grads_of(out, g, x, w, *([b] if bias else []))
     ref_out, gx, gw, gb = ref_linear(x, w, b, g, gw_hp=recipe is GW_HP)
-    assert out.dtype == torch.bfloat16 and torch.equal(out, ref_out)
-    assert torch.equal(got[0], gx)
-    assert torch.equal(got[1], gw)
+    assert out.dtype == torch.bfloat16
+    assert_exact(out, ref_out)
+    assert_exact(got[0], gx)
+    assert_exact(got[1], gw)
     if bias:
-        assert torch.equal(got[2], gb)
+        assert_exact(got[2], gb)
 
 
 def test_mm_and_addmm_bit_for_bit(ops):
@@ -109,19 +111,19 @@ def test_mm_and_addmm_bit_for_bit(ops):
     ref_grad_b = ref_mm(ac.t(), sac.reshape(-1, 1), gc, sgc).float()
 
     out = ops.fp8_mm(a, b, out_dtype=torch.bfloat16, **ROWWISE)
-    assert torch.equal(out, ref_mm(aa, saa, bc, sbc))
+    assert_exact(out, ref_mm(aa, saa, bc, sbc))
     ga_, gb_ = grads_of(out, g, a, b)
-    assert torch.equal(ga_, ref_grad_a) and torch.equal(gb_, ref_grad_b)
+    assert_exact((ga_, gb_), (ref_grad_a, ref_grad_b))
 
     # addmm with a 2-D self, beta and alpha: alpha folded into A's scales, beta * self added in float32.
     c = act(32, 48, seed=9)
     out = ops.fp8_addmm(c, a, b, beta=0.5, alpha=2.0, out_dtype=torch.bfloat16, **ROWWISE)
     ref = (ref_mm(aa, saa * 2.0, bc, sbc).float() + 0.5 * c.detach().float()).to(torch.bfloat16)
-    assert torch.equal(out, ref)
+    assert_exact(out, ref)
     gc_, ga_, gb_ = grads_of(out, g, c, a, b)
-    assert torch.equal(gc_, g.float() * 0.5)
-    assert torch.equal(ga_, ref_mm(ga, sga * 2.0, br.t(), sbr.reshape(1, -1)).float())
-    assert torch.equal(gb_, ref_mm(ac.t(), sac.reshape(-1, 1) * 2.0, gc, sgc).float())
+    assert_exact(gc_, g.float() * 0.5)
+    assert_exact(ga_, ref_mm(ga, sga * 2.0, br.t(), sbr.reshape(1, -1)).float())
+    assert_exact(gb_, ref_mm(ac.t(), sac.reshape(-1, 1) * 2.0, gc, sgc).float())
 
 
 def test_cpu_gemm_equals_scaled_mm_where_it_takes_rowwise_scales():
@@ -133,7 +135,7 @@ def test_cpu_gemm_equals_scaled_mm_where_it_takes_rowwise_scales():
         theirs = torch._scaled_mm(a8, b8.t(), sa, sb.reshape(1, -1), bias=bias, out_dtype=torch.bfloat16)
     except RuntimeError as e:
         pytest.skip(f"this torch's CPU _scaled_mm takes no row-wise scales: {str(e)[:80]}")
-    assert torch.equal(theirs, ref_mm(a8, sa, b8.t(), sb.reshape(1, -1), bias))
+    assert_exact(theirs, ref_mm(a8, sa, b8.t(), sb.reshape(1, -1), bias))
 
 
 def test_scales_are_powers_of_two_and_zero_rows_safe():
@@ -151,10 +153,10 @@ def test_rowwise_more_accurate_than_tensorwise_on_outlier_rows(ops):
     outliers[::8] = True
     x[outliers] *= 1e5  # every 8th token an outlier row: one tensor scale pushes the others into subnormals
     w = param(64, 128)
-    exact = x @ w.detach().t()
+    full_precision = x @ w.detach().t()
 
     def rel_error(out, rows):
-        return ((out.float()[rows] - exact[rows]).norm() / exact[rows].norm()).item()
+        return ((out.float()[rows] - full_precision[rows]).norm() / full_precision[rows].norm()).item()
 
     tensorwise = ops.fp8_linear(x, w, None, out_dtype=torch.bfloat16)
     rowwise = ops.fp8_linear(x, w, None, out_dtype=torch.bfloat16, **ROWWISE)
@@ -177,15 +179,16 @@ def test_weight_cache_keeps_tensorwise_and_rowwise_apart(ops):
     assert (quantizations, hits, entries) == (3, 2, 3)
     xa, sxa = ref_rows(x, 1)
     wa, swa = ref_rows(w, 1)
-    assert torch.equal(rw, ref_mm(xa, sxa, wa.t(), swa.reshape(1, -1))) and torch.equal(rw, rw2)
-    assert not torch.equal(tw, rw)
+    assert_exact(rw, ref_mm(xa, sxa, wa.t(), swa.reshape(1, -1)))
+    assert_exact(rw2, rw)
+    assert tw.dtype == rw.dtype and not exact(tw, rw)  # other bits, not another dtype
     # a changed weight is quantised again (its data stamp), row-wise copies included
     with torch.no_grad():
         w.mul_(2.0)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         rw3 = ops.fp8_linear(x, w, None, out_dtype=torch.bfloat16, **ROWWISE)
     wa, swa = ref_rows(w, 1)
-    assert torch.equal(rw3, ref_mm(xa, sxa, wa.t(), swa.reshape(1, -1)))
+    assert_exact(rw3, ref_mm(xa, sxa, wa.t(), swa.reshape(1, -1)))
 
 
 def test_opcheck_quantize_weight_rowwise(ops):
@@ -195,8 +198,8 @@ def test_opcheck_quantize_weight_rowwise(ops):
     w = param(32, 16)
     data, inv = ops.fp8_quantize_weight_rowwise(w, E4M3, 0, cache=False)
     ref_data, ref_inv = ref_rows(w, 0)
-    assert inv.shape == (1, 16) and torch.equal(data.view(torch.uint8), ref_data.view(torch.uint8))
-    assert torch.equal(inv, ref_inv)
+    assert inv.shape == (1, 16)
+    assert_exact((data, inv), (ref_data, ref_inv))
 
 
 # --- The fused quantiser against the PyTorch ops (Note [fp8 rowwise], "Quantisation") ---------------
@@ -236,13 +239,6 @@ def rowwise_inputs(dtype: torch.dtype):
     yield x.t()               # non-contiguous: quantised as contiguous
 
 
-def assert_same_bits(got, want):
-    (d1, s1), (d2, s2) = got, want
-    assert d1.dtype == d2.dtype and d1.shape == d2.shape and s1.shape == s2.shape and s1.dtype == torch.float32
-    assert torch.equal(d1.view(torch.uint8), d2.view(torch.uint8))
-    assert torch.equal(s1.view(torch.int32), s2.view(torch.int32))  # NaN compared by its bits
-
-
 @pytest.mark.parametrize("dtype", SOURCES, ids=["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("reduced_dim", [1, 0], ids=["per_row", "per_column"])
 @pytest.mark.parametrize("margin", [0, 3])
@@ -251,29 +247,30 @@ def test_fused_rowwise_quantiser_equals_the_ops(ops, dtype, reduced_dim, margin)
         for fp8 in (E4M3, torch.float8_e5m2):
             fused = ops.fp8_quantize_rowwise(x, fp8, reduced_dim, margin)
             unfused = ops.fp8_quantize_rowwise(x, fp8, reduced_dim, margin, fused=False)
-            assert_same_bits(fused, unfused)
+            assert fused[1].dtype == torch.float32  # the inverse scales
+            assert_exact(fused, unfused)
         if torch.isfinite(x).all():  # and the reference written from the description
-            assert_same_bits(ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin), ref_rows(x, reduced_dim, margin))
+            assert_exact(ops.fp8_quantize_rowwise(x, E4M3, reduced_dim, margin), ref_rows(x, reduced_dim, margin))
 
 
 def test_fused_rowwise_quantiser_edges(ops):
     x = special_rows(torch.float32)
     data, inv = ops.fp8_quantize_rowwise(x, E4M3, 1)
     assert inv[1].item() == 1.0 and inv[2].item() == 1.0 and torch.all(data[1:3].float() == 0)
-    assert torch.equal(data[2].view(torch.uint8), torch.full((67,), 0x80, dtype=torch.uint8))  # -0 stays -0
+    assert_exact(data[2].view(torch.uint8), torch.full((67,), 0x80, dtype=torch.uint8))  # -0 stays -0
     assert torch.isnan(inv[3:6]).all() and torch.all(data[3:6].view(torch.uint8) == 0x7F)  # Note [fp8 NaN scale]
     assert torch.all(torch.frexp(inv[torch.isfinite(inv)]).mantissa == 0.5)
     # margin 64 on huge values: the scale underflows to 0 on both paths (inverse +inf)
     big = torch.full((2, 8), 1e30)
     for reduced_dim in (0, 1):
         fused = ops.fp8_quantize_rowwise(big, E4M3, reduced_dim, 64)
-        assert_same_bits(fused, ops.fp8_quantize_rowwise(big, E4M3, reduced_dim, 64, fused=False))
+        assert_exact(fused, ops.fp8_quantize_rowwise(big, E4M3, reduced_dim, 64, fused=False))
         assert torch.isinf(fused[1]).all()
     # many threads, both axes, a source large enough to be split into pieces
     y = torch.randn(300, 1000) * torch.logspace(-3, 3, 300).unsqueeze(1)
     for reduced_dim in (0, 1):
-        assert_same_bits(ops.fp8_quantize_rowwise(y, E4M3, reduced_dim),
-                         ops.fp8_quantize_rowwise(y, E4M3, reduced_dim, fused=False))
+        assert_exact(ops.fp8_quantize_rowwise(y, E4M3, reduced_dim),
+                     ops.fp8_quantize_rowwise(y, E4M3, reduced_dim, fused=False))
 
 
 def test_opcheck_quantize_rowwise(ops):
@@ -300,8 +297,7 @@ def test_quantize_rowwise_compiled_equals_eager(ops, backend):
         torch._dynamo.reset()
         got = torch.compile(both_axes, backend=backend, fullgraph=True)(x)
         torch._dynamo.reset()
-    for g, w in zip(got, both_axes(x)):
-        assert_same_bits(g, w)
+    assert_exact(got, both_axes(x))
 
 
 @pytest.mark.parametrize("recipe", [ROWWISE, GW_HP], ids=["rowwise", "gw_hp"])
@@ -315,7 +311,7 @@ def test_linear_fused_equals_unfused(ops, recipe):
         g = act(2, 16, 48, seed=7, requires_grad=False).to(torch.bfloat16)
         results.append((out, *grads_of(out, g, x, w)))
     for a, b in zip(*results):
-        assert torch.equal(a, b)
+        assert_exact(a, b)
 
 
 # --- As a policy ----------------------------------------------------------------------------------
@@ -335,9 +331,9 @@ def test_policy_linear_bit_for_bit(ops, policy):
         out = lin(x)
     got = grads_of(out, g, x, lin.weight, lin.bias)
     ref_out, gx, gw, gb = ref_linear(x, lin.weight, lin.bias, g, gw_hp=policy is GW_HP)
-    assert torch.equal(out, ref_out)
+    assert_exact(out, ref_out)
     for a, b in zip(got, (gx, gw, gb)):
-        assert torch.equal(a, b)
+        assert_exact(a, b)
 
 
 def test_policy_errors_are_located(ops, tmp_path):
@@ -394,7 +390,8 @@ def test_compile_aot_eager_bit_for_bit(ops, policy):
             ref_out, ref_grads = step(net, x)
             x.grad = None
             out, grads = step(compiled, x)
-            assert out.dtype == torch.bfloat16 and torch.equal(out, ref_out)
+            assert out.dtype == torch.bfloat16
+            assert_exact(out, ref_out)
             for a, b in zip(grads, ref_grads):
-                assert torch.equal(a, b)
+                assert_exact(a, b)
         torch._dynamo.reset()

@@ -14,6 +14,8 @@ import pytest
 import torch
 from test_fp8_gemm import act, param
 
+from exact import assert_exact, exact
+
 if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU"):
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 
@@ -33,7 +35,7 @@ def served_from_cache(ops, x, w):
     """Fills the cache with `w`'s copy and shows that a second call is a hit."""
     first = linear(ops, x, w)
     before = quantizations_and_hits(ops)
-    assert torch.equal(linear(ops, x, w), first)
+    assert_exact(linear(ops, x, w), first)
     after = quantizations_and_hits(ops)
     assert after == (before[0], before[1] + 1), "the cache serves the weight before the change"
     return first
@@ -43,8 +45,8 @@ def assert_requantized(ops, x, w, stale, way):
     quantizations = quantizations_and_hits(ops)[0]
     got = linear(ops, x, w)
     assert quantizations_and_hits(ops)[0] == quantizations + 1, f"{way}: the weight was not quantised again"
-    assert torch.equal(got, linear(ops, x, w, cache=False)), f"{way}: not the fresh result"
-    assert not torch.equal(got, stale), f"{way}: the test changed nothing"
+    assert_exact(got, linear(ops, x, w, cache=False), f"{way}: not the fresh result")
+    assert not exact(got, stale), f"{way}: the test changed nothing"
 
 
 def new_values(w, seed):
@@ -118,8 +120,8 @@ def test_fsdp_style_refill_between_torch_autocast_scopes(ops):
     for step in range(4):
         with torch.autocast("cpu", dtype=torch.bfloat16):
             got = linear(ops, x, w)
-            assert torch.equal(linear(ops, x, w), got)  # within the scope the copy is reused
-            assert torch.equal(got, linear(ops, x, w, cache=False)), f"step {step}: a stale fp8 weight"
+            assert_exact(linear(ops, x, w), got)  # within the scope the copy is reused
+            assert_exact(got, linear(ops, x, w, cache=False), f"step {step}: a stale fp8 weight")
         addresses_repeated += refill_in_place(w, new_values(w, 10 + step))
         assert w._version == 0
     # The hazard this test is about: on glibc the freed block comes back at once.
@@ -155,14 +157,14 @@ def test_another_threads_scope_end_only_costs_a_requantisation(ops):
         thread = threading.Thread(target=other)
         thread.start()
         thread.join()
-        assert torch.equal(linear(ops, x, w), want)
+        assert_exact(linear(ops, x, w), want)
 
 
 def test_inference_mode_and_no_cache_scopes(ops):
     w, x = param(32, 64), act(16, 64, requires_grad=False)
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         first = linear(ops, x, w)
-        assert torch.equal(linear(ops, x, w), first)
+        assert_exact(linear(ops, x, w), first)
     with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
         # PyTorch keeps no casts here, so nothing tells the scope's end: no copy outlives a call.
         linear(ops, x, w)

@@ -1,4 +1,5 @@
-"""Finds and imports the mydevice example (build/examples/privateuse1) for the tests in this folder.
+"""Finds and imports the mydevice example (build/examples/privateuse1) for the tests in this folder,
+and puts the tests' shared support modules (tests/python: exact.py) on sys.path.
 
 ctest sets AUTOCASTGEN_MYDEVICE_DIR; there a missing build is an error. Run by hand, the default
 build folder is used and the tests skip when it has not been built.
@@ -14,6 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MYDEVICE_DIR = Path(os.environ.get("AUTOCASTGEN_MYDEVICE_DIR", ROOT / "build" / "examples" / "privateuse1"))
+# The tests' shared support modules (tests/python: exact.py).
+if str(ROOT / "tests" / "python") not in sys.path:
+    sys.path.append(str(ROOT / "tests" / "python"))
 
 
 def import_mydevice():

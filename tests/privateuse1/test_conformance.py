@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from conftest import MYDEVICE_DIR, import_mydevice
+from exact import difference
 
 mydevice = import_mydevice()
 
@@ -147,19 +148,16 @@ def _to_cpu(value: Any, dtype: torch.dtype | None) -> Any:
 
 
 def _same(device_result: Any, cpu_result: Any, path: str = "result") -> str | None:
-    """None when equal (dtype, shape and every bit), else where they differ."""
+    """None when every tensor is on mydevice and exact (Note [exact results] in tests/python/exact.py:
+    dtype, shape and every bit) against the CPU control, else where they differ."""
     if isinstance(device_result, torch.Tensor):
         if device_result.device.type != "mydevice":
             return f"{path} is on {device_result.device}, not mydevice"
-        if device_result.dtype != cpu_result.dtype:
-            return f"{path} dtype {device_result.dtype} vs the CPU control's {cpu_result.dtype}"
-        if not torch.equal(device_result.cpu(), cpu_result):
-            return f"{path} values differ from the CPU control"
-        return None
+        return difference(device_result.cpu(), cpu_result, path)
     if isinstance(device_result, collections.abc.Iterable) and not isinstance(device_result, str):
         for i, (a, b) in enumerate(zip(device_result, cpu_result, strict=True)):
-            if (difference := _same(a, b, f"{path}[{i}]")) is not None:
-                return difference
+            if (found := _same(a, b, f"{path}[{i}]")) is not None:
+                return found
         return None
     return None if device_result == cpu_result else f"{path} {device_result!r} vs {cpu_result!r}"
 
@@ -229,8 +227,8 @@ def _run_case(case: Case, amp_dtype: torch.dtype) -> None:
         if case.op in NOT_BITWISE:
             _assert_within_ulps(_to_cpu(output, None), control, f"{variant} {case.op}")
             continue
-        difference = _same(output, control)
-        assert difference is None, f"{variant} {case.op}: {difference}"
+        found = _same(output, control)
+        assert found is None, f"{variant} {case.op}: {found}"
 
 
 @pytest.mark.parametrize("amp_dtype", LOWER, ids=["float16", "bfloat16"])

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import MYDEVICE_DIR
+from exact import assert_exact
 
 DEV = "mydevice"
 
@@ -52,15 +53,16 @@ def test_memory_comes_from_the_device_allocator() -> None:
 def test_copies_between_host_and_device() -> None:
     cpu = torch.randn(4, 6)
     dev = cpu.to(DEV)
-    assert dev.device.type == DEV and torch.equal(dev.cpu(), cpu)
-    assert torch.equal(cpu.t().to(DEV).cpu(), cpu.t())  # non-contiguous
-    assert torch.equal(dev.to(torch.float16).cpu(), cpu.to(torch.float16))  # with a dtype conversion
+    assert dev.device.type == DEV
+    assert_exact(dev.cpu(), cpu)
+    assert_exact(cpu.t().to(DEV).cpu(), cpu.t())  # non-contiguous
+    assert_exact(dev.to(torch.float16).cpu(), cpu.to(torch.float16))  # with a dtype conversion
     row = torch.randn(1, 6)
-    assert torch.equal(row.expand(4, 6).to(DEV).cpu(), row.expand(4, 6))  # stride 0
-    assert torch.equal(dev.expand(2, 4, 6).cpu(), cpu.expand(2, 4, 6))
+    assert_exact(row.expand(4, 6).to(DEV).cpu(), row.expand(4, 6))  # stride 0
+    assert_exact(dev.expand(2, 4, 6).cpu(), cpu.expand(2, 4, 6))
     into = torch.zeros(4, 6)
     into.copy_(dev)
-    assert torch.equal(into, cpu)
+    assert_exact(into, cpu)
 
 
 def test_views_share_memory() -> None:
@@ -74,7 +76,7 @@ def test_views_share_memory() -> None:
     expected.t()[0, 2] = 2.0
     expected[2].add_(3.0)
     expected[0, 0] = 4.0
-    assert torch.equal(base.cpu(), expected)
+    assert_exact(base.cpu(), expected)
 
 
 def test_fallback_runs_in_place_out_and_factory_ops() -> None:
@@ -82,15 +84,16 @@ def test_fallback_runs_in_place_out_and_factory_ops() -> None:
     da, db = a.to(DEV), b.to(DEV)
     out = torch.empty(0, device=DEV)
     torch.add(da, db, out=out)  # out= with a resize
-    assert torch.equal(out.cpu(), a + b)
+    assert_exact(out.cpu(), a + b)
     da.mul_(2)
-    assert torch.equal(da.cpu(), a * 2)
-    assert torch.equal(torch.arange(7, device=DEV).cpu(), torch.arange(7))
-    assert torch.equal(torch.full((2, 2), 3.5, device=DEV).cpu(), torch.full((2, 2), 3.5))
+    assert_exact(da.cpu(), a * 2)
+    assert_exact(torch.arange(7, device=DEV).cpu(), torch.arange(7))
+    assert_exact(torch.full((2, 2), 3.5, device=DEV).cpu(), torch.full((2, 2), 3.5))
     assert torch.zeros(3, device=DEV).device.type == DEV
     values, indices = torch.sort(db)
-    assert torch.equal(values.cpu(), torch.sort(b).values) and indices.device.type == DEV
-    assert torch.equal(db, db) and db.sum().item() == pytest.approx(b.sum().item())
+    assert_exact(values.cpu(), torch.sort(b).values)
+    assert indices.device.type == DEV
+    assert torch.equal(db, db) and db.sum().item() == pytest.approx(b.sum().item())  # ops run by the fallback
 
 
 def test_autograd_matches_cpu() -> None:
@@ -101,7 +104,7 @@ def test_autograd_matches_cpu() -> None:
     (torch.tanh(x @ w).sum() * 2).backward()
     (torch.tanh(xd @ wd).sum() * 2).backward()
     assert xd.grad.device.type == DEV
-    assert torch.equal(xd.grad.cpu(), x.grad) and torch.equal(wd.grad.cpu(), w.grad)
+    assert_exact((xd.grad.cpu(), wd.grad.cpu()), (x.grad, w.grad))
 
 
 def test_convolution_forward_and_backward_match_cpu() -> None:
@@ -110,7 +113,7 @@ def test_convolution_forward_and_backward_match_cpu() -> None:
     conv_dev.load_state_dict(conv.state_dict())
     x = torch.randn(2, 3, 8, 8)
     out, out_dev = conv(x), conv_dev(x.to(DEV))
-    assert torch.equal(out_dev.cpu(), out)
+    assert_exact(out_dev.cpu(), out)
     out.square().sum().backward()
     out_dev.square().sum().backward()
     for p, p_dev in zip(conv.parameters(), conv_dev.parameters(), strict=True):
@@ -140,7 +143,7 @@ def test_own_op_runs_in_lower_precision_under_autocast(dtype: torch.dtype) -> No
     with torch.autocast(DEV, dtype=dtype):
         y = torch.ops.mydevice.fused_linear_relu(x.to(DEV), w.to(DEV), b.to(DEV))
     assert y.dtype == dtype and y.device.type == DEV
-    assert torch.equal(y.cpu(), torch.relu(torch.nn.functional.linear(x.to(dtype), w.to(dtype), b.to(dtype))))
+    assert_exact(y.cpu(), torch.relu(torch.nn.functional.linear(x.to(dtype), w.to(dtype), b.to(dtype))))
     # Outside autocast it runs in the inputs' dtype.
     assert torch.ops.mydevice.fused_linear_relu(x.to(DEV), w.to(DEV), b.to(DEV)).dtype == torch.float32
 
@@ -154,7 +157,7 @@ def test_grad_scaler_skips_a_step_with_infinite_gradients() -> None:
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
-    assert torch.equal(w.detach().cpu(), torch.ones(3)), "the step with inf gradients was skipped"
+    assert_exact(w.detach().cpu(), torch.ones(3), "the step with inf gradients was skipped")
     assert scaler.get_scale() == 2.0
     optimizer.zero_grad()
     with torch.autocast(DEV, dtype=torch.float16):
@@ -162,4 +165,4 @@ def test_grad_scaler_skips_a_step_with_infinite_gradients() -> None:
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
-    assert torch.equal(w.detach().cpu(), torch.full((3,), -1.0)), "a finite step is taken, unscaled"
+    assert_exact(w.detach().cpu(), torch.full((3,), -1.0), "a finite step is taken, unscaled")

@@ -28,8 +28,10 @@ BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build"))
 ROUTE = os.environ.get("AUTOCASTGEN_RULES_ROUTE", "")
 LIB = os.environ.get("AUTOCASTGEN_RULES_LIB")
 sys.path.insert(0, str(BUILD / "python"))
+sys.path.append(str(REPO / "tests" / "python"))
 
 import autocastgen  # noqa: E402
+from exact import assert_exact  # noqa: E402
 
 F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
 SCOPES = {"generated-torch": ["torch"], "generated-autocastgen": ["autocastgen"], "runtime": ["torch", "autocastgen"]}
@@ -91,14 +93,14 @@ def test_pow_float16_overflow_is_why(scope):
     assert torch.isinf(torch.pow(twenty(F16), 4)).all()
     with scope(F16):
         out = torch.pow(twenty(), 4)  # fp32 entry (dtypes: [float16], unless exponent 1 or 2)
-    assert out.dtype == F32 and torch.equal(out, torch.full((4,), 160000.0))
+    assert_exact(out, torch.full((4,), 160000.0))
 
 
 def test_pow_square_runs_in_lower_precision(scope):
     for dtype in (F16, BF16):
         with scope(dtype):
             out = torch.pow(twenty(), 2)  # lower_precision_fp entry (when exponent is 1 or 2)
-        assert out.dtype == dtype and torch.equal(out.float(), torch.full((4,), 400.0))
+        assert_exact(out, torch.full((4,), 400.0, dtype=dtype))
     with scope(F16):
         assert torch.pow(twenty(), 2.0).dtype == F16  # numbers compare by value: 2.0 is 2
 
@@ -122,7 +124,7 @@ def test_mse_loss_sum_in_float16_overflows_without_the_rule(scope):
         total = F.mse_loss(a, b, reduction="sum")  # fp32 unless reduction is none
         elementwise = F.mse_loss(a, b, reduction="none")  # lower_precision_fp when it is
     assert total.dtype == F32 and total.item() == 4e7
-    assert elementwise.dtype == F16 and torch.equal(elementwise, torch.full((1000,), 40000.0, dtype=F16))
+    assert_exact(elementwise, torch.full((1000,), 40000.0, dtype=F16))
 
 
 def test_norm_inf_falls_through_and_p2_runs_in_fp32(scope):

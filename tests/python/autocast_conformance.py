@@ -12,6 +12,8 @@ import re
 
 import torch
 
+import exact
+
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -96,38 +98,16 @@ def manifest_ops(manifest):
         return [entry["op"] for entry in json.load(fh)["ops"]]
 
 
-def bits(t):
-    return t.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-
-
 def difference(expected, actual, path="output"):
-    """Description of the first difference between two results, or None."""
+    """Description of the first difference between two results, or None: the same exception, or
+    exact results (exact.py: dtype, shape, bits) in the same strides."""
     if isinstance(expected, BaseException) or isinstance(actual, BaseException):
         if type(expected) is not type(actual) or str(expected) != str(actual):
             return f"{path}: expected {expected!r}, got {actual!r}"
         return None
     if type(expected) is not type(actual):
         return f"{path}: expected {type(expected).__name__}, got {type(actual).__name__}"
-    if isinstance(expected, torch.Tensor):
-        for what in ("dtype", "shape", "layout", "device"):
-            if getattr(expected, what) != getattr(actual, what):
-                return f"{path}: {what} {getattr(expected, what)} != {getattr(actual, what)}"
-        if expected.stride() != actual.stride():
-            return f"{path}: strides {expected.stride()} != {actual.stride()}"
-        if not torch.equal(bits(expected), bits(actual)):
-            return f"{path}: values differ bitwise: expected {expected}, got {actual}"
-        return None
-    if isinstance(expected, (tuple, list)):
-        if len(expected) != len(actual):
-            return f"{path}: length {len(expected)} != {len(actual)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            found = difference(e, a, f"{path}[{i}]")
-            if found:
-                return found
-        return None
-    if isinstance(expected, float):
-        return None if repr(expected) == repr(actual) else f"{path}: {expected!r} != {actual!r}"
-    return None if expected == actual else f"{path}: {expected!r} != {actual!r}"
+    return exact.difference(actual, expected, path, strides=True)
 
 
 def differing_cases(runs):

@@ -35,6 +35,7 @@ require_built(BUILD, "python/autocastgen/__init__.py", OWN_STATE_LIB)
 from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 
 import autocastgen  # noqa: E402
+from exact import assert_exact  # noqa: E402
 
 torch.ops.load_library(str(OWN_STATE_LIB))
 
@@ -53,11 +54,6 @@ def compiled(fn):
     return torch.compile(fn, backend=counter, fullgraph=True), counter
 
 
-def same(got, want) -> None:
-    assert got.dtype == want.dtype
-    assert torch.equal(got, want)
-
-
 torch.manual_seed(0)
 LINEAR = torch.nn.Linear(8, 8)
 X = torch.randn(4, 8)
@@ -65,17 +61,17 @@ X = torch.randn(4, 8)
 
 def test_graph_compiled_outside_a_scope_is_not_reused_inside() -> None:
     forward, counter = compiled(LINEAR)
-    same(forward(X), LINEAR(X))
+    assert_exact(forward(X), LINEAR(X))
     with autocastgen.autocast("cpu", dtype=torch.bfloat16):
-        same(forward(X), LINEAR(X))
+        assert_exact(forward(X), LINEAR(X))
         assert forward(X).dtype == torch.bfloat16
     with autocastgen.autocast("cpu", dtype=torch.float16):
-        same(forward(X), LINEAR(X))
+        assert_exact(forward(X), LINEAR(X))
         with autocastgen.autocast("cpu", enabled=False):
-            same(forward(X), LINEAR(X))
+            assert_exact(forward(X), LINEAR(X))
         with autocastgen.autocast("cpu"):  # nested, keeps float16
-            same(forward(X), LINEAR(X))
-    same(forward(X), LINEAR(X))
+            assert_exact(forward(X), LINEAR(X))
+    assert_exact(forward(X), LINEAR(X))
     # outside, bfloat16, float16, float16 nested twice: four graphs; the disabled scope inside
     # float16 turns PyTorch's autocast off too (Note [own scopes and PyTorch's state]) and reuses
     # the graph traced outside, which computes the same
@@ -101,13 +97,13 @@ def test_scopes_inside_the_compiled_function_give_eager_dtypes() -> None:
     forward, counter = compiled(scoped)
     got, want = forward(X), scoped(X)
     for g, w in zip(got[:4], want[:4]):
-        same(g, w)
+        assert_exact(g, w)
     assert [t.dtype for t in got[:4]] == [torch.bfloat16, torch.float32, torch.float16, torch.float32]
     assert got[4:] == (True, False)
     assert autocastgen.nesting("cpu") == 0
     with autocastgen.autocast("cpu", dtype=torch.float16):  # the last LINEAR(x) now runs in float16
         got, want = forward(X), scoped(X)
-        same(got[3], want[3])
+        assert_exact(got[3], want[3])
         assert got[3].dtype == torch.float16
     assert counter.frame_count == 2
 
@@ -125,8 +121,8 @@ def test_scopes_trace_into_the_backward() -> None:
     (grad,) = torch.autograd.grad(loss, weight)
     eager_loss = step(X)
     (eager_grad,) = torch.autograd.grad(eager_loss, weight)
-    same(loss, eager_loss)
-    same(grad, eager_grad)
+    assert_exact(loss, eager_loss)
+    assert_exact(grad, eager_grad)
 
 
 @scopes_inside
@@ -142,12 +138,12 @@ def test_state_guard_and_with_state_inside_the_compiled_function() -> None:
         return autocastgen.with_state(LINEAR)(x)
 
     forward, _ = compiled(guarded)
-    same(forward(X), guarded(X))
+    assert_exact(forward(X), guarded(X))
     assert forward(X).dtype == torch.float16
     forward, counter = compiled(carried)
-    same(forward(X), carried(X))
+    assert_exact(forward(X), carried(X))
     with autocastgen.autocast("cpu", dtype=torch.bfloat16):  # the captured state differs: traced again
-        same(forward(X), carried(X))
+        assert_exact(forward(X), carried(X))
         assert forward(X).dtype == torch.bfloat16
     assert counter.frame_count == 2
 
@@ -265,7 +261,7 @@ def test_a_transformers_llama_compiled_in_an_own_scope_equals_eager() -> None:
         got = forward(tokens)
     with torch.no_grad(), autocastgen.stats() as eager:
         want = logits(tokens)
-    same(got, want)
+    assert_exact(got, want)
     assert got.dtype == torch.bfloat16
     counts = lambda table: {(e["op"], e["policy"]): (e["calls"], e["ran_in"]) for e in table["ops"]}  # noqa: E731
     eager_counts, comp_counts = counts(eager.table), counts(comp.table)

@@ -23,6 +23,7 @@ BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).re
 require_built(BUILD, "python/autocastgen/__init__.py")  # an error under ctest where missing
 
 import autocastgen  # noqa: E402
+from exact import assert_exact  # noqa: E402
 
 # fp8 for the GEMMs a model calls as torch.mm, bfloat16 for its linears: a linear's backward makes
 # two aten::mm calls, which a backward traced in the forward's scope would run in fp8.
@@ -89,7 +90,4 @@ def test_a_compiled_training_step_counts_and_decides_as_eager(fp8_policy, backwa
         compiled, compiled_table = steps(twin, torch.compile(twin, backend="aot_eager", fullgraph=True))
     assert [row[0] for row in eager_table] == ["aten::linear", "aten::mm"]
     assert compiled_table == eager_table  # no backward mm counted, none in fp8
-    for (loss, grads), (c_loss, c_grads) in zip(eager, compiled):
-        assert torch.equal(c_loss, loss)
-        for got, want in zip(c_grads, grads):
-            assert torch.equal(got, want)
+    assert_exact(compiled, eager)

@@ -39,6 +39,7 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 require_built(BUILD, "python/autocastgen/grad_scaler.py")
 
 import autocastgen  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 
 # One intra-op thread: these tensors are tiny, and on a busy machine a pool only waits for cores.
 torch.set_num_threads(1)
@@ -66,10 +67,6 @@ def make_model(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
     ).to(dtype)
-
-
-def same_params(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
 def inject(model: torch.nn.Module, step: int) -> None:
@@ -142,7 +139,7 @@ def train_pair(steps, ours, theirs, make, dtype, optimizer_factory, forward, uns
             scaler.update()
         assert ours.get_scale() == theirs.get_scale(), step
         assert ours._get_growth_tracker() == theirs._get_growth_tracker(), step
-        assert same_params(model_a, model_b), step
+        assert_exact(list(model_a.parameters()), list(model_b.parameters()), step)
         if not math.isfinite(sum(p.grad.float().sum().item() for p in model_a.parameters())):
             records["skipped"] += 1
         records["scales"].add(ours.get_scale())
@@ -230,9 +227,9 @@ def test_scale_nested_outputs():
     a, b, c = torch.ones(2), torch.full((3,), 2.0), torch.full((1,), 3.0)
     out = scaler.scale([a, (b, c)])
     assert isinstance(out, list) and isinstance(out[1], tuple)
-    assert torch.equal(out[0], a * 4) and torch.equal(out[1][0], b * 4) and torch.equal(out[1][1], c * 4)
+    assert_exact(out, [a * 4, (b * 4, c * 4)])
     mapped = list(scaler.scale(iter([a, b])))
-    assert torch.equal(mapped[1], b * 4)
+    assert_exact(mapped[1], b * 4)
     with pytest.raises(ValueError, match="must be a Tensor or an iterable of Tensors"):
         scaler.scale(3.0)
 
@@ -329,7 +326,7 @@ def test_disabled_scaler_is_a_no_op():
     scaler.unscale_(opt)
     scaler.step(opt)  # steps even with an inf
     scaler.update()
-    assert not all(torch.equal(p, q) for p, q in zip(before, model.parameters()))
+    assert not exact(before, list(model.parameters()))
     assert scaler.get_scale() == 1.0 and not scaler.is_enabled()
     assert scaler.state_dict() == {}
     scaler.load_state_dict({})  # ignored
@@ -360,7 +357,7 @@ def test_bfloat16_gradients_unscaled_and_checked():
     scaler.unscale_(opt)
     for before, p in zip(scaled, model.parameters()):
         # Product in float, rounded once to bfloat16 (a power-of-two scale is exact).
-        assert torch.equal(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
+        assert_exact(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
     assert scaler.step(opt) is None or True
     scaler.update()
     assert scaler.get_scale() == 2.0**12
@@ -373,7 +370,7 @@ def test_bfloat16_gradients_unscaled_and_checked():
     assert scaler.step(opt) is None
     scaler.update()
     assert scaler.get_scale() == 2.0**11
-    assert all(torch.equal(p, q) for p, q in zip(before, model.parameters()))
+    assert_exact(list(model.parameters()), before)
 
 
 @needs_torch_scaler
@@ -402,7 +399,7 @@ def test_bfloat16_gradients_on_cuda():
     scaled = [p.grad.clone() for p in model.parameters()]
     scaler.unscale_(opt)
     for before, p in zip(scaled, model.parameters()):
-        assert torch.equal(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
+        assert_exact(p.grad, (before.float() * 2.0**-12).to(torch.bfloat16))
     scaler.step(opt)
     scaler.update()
     assert scaler.get_scale() == 2.0**12  # finite: no backoff (growth only after 2000 steps)
@@ -599,11 +596,8 @@ def test_direct_unscale_is_built_and_equals_torch_ops():
             found_ours, found_theirs = torch.zeros(1), torch.zeros(1)
             assert _grad_scaler._C.non_finite_check_and_unscale_(ours, found_ours, torch.full((1,), inv)) is True
             torch.ops.autocastgen.non_finite_check_and_unscale_(theirs, found_theirs, torch.full((1,), inv))
-            assert torch.equal(found_ours, found_theirs)
-            for a, b in zip(ours, theirs):
-                assert a.stride() == b.stride()
-                assert torch.equal(a.view(-1).view(torch.uint8) if a.is_contiguous() else a.contiguous().view(torch.uint8),
-                                   b.view(-1).view(torch.uint8) if b.is_contiguous() else b.contiguous().view(torch.uint8))
+            assert_exact(found_ours, found_theirs)
+            assert_exact(ours, theirs, strides=True)
 
 
 def test_direct_unscale_leaves_other_inputs_to_torch_ops():
@@ -615,10 +609,12 @@ def test_direct_unscale_leaves_other_inputs_to_torch_ops():
     found, half = torch.zeros(1), torch.full((1,), 0.5)
     # A tuple, or a list holding a subclass: nothing done, False returned.
     grads = (torch.full((3,), 4.0),)
-    assert direct(grads, found, half) is False and torch.equal(grads[0], torch.full((3,), 4.0))
+    assert direct(grads, found, half) is False
+    assert_exact(grads[0], torch.full((3,), 4.0))
     first = torch.full((3,), 4.0)
     assert direct([first, marked], found, half) is False
-    assert torch.equal(first, torch.full((3,), 4.0)) and torch.equal(marked.as_subclass(torch.Tensor), first)
+    assert_exact(first, torch.full((3,), 4.0))
+    assert_exact(marked.as_subclass(torch.Tensor), first)
     # The package's entry then goes through torch.ops, which a torch function mode sees too.
     seen = []
 
@@ -628,7 +624,7 @@ def test_direct_unscale_leaves_other_inputs_to_torch_ops():
             return func(*args, **(kwargs or {}))
 
     _grad_scaler.non_finite_check_and_unscale_([marked], found, half)
-    assert torch.equal(marked.as_subclass(torch.Tensor), torch.full((3,), 2.0))
+    assert_exact(marked.as_subclass(torch.Tensor), torch.full((3,), 2.0))
     with Spy():
         _grad_scaler.non_finite_check_and_unscale_([torch.ones(2)], found, half)
     assert any("non_finite_check_and_unscale_" in name for name in seen), seen

@@ -2,12 +2,17 @@
 import glob
 import math
 import os
+import sys
 import unittest
 from unittest import mock
 
 import torch
 
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+# The shared support modules (exact.py): tests/python/conftest.py puts them on sys.path under pytest.
+if os.path.join(_REPO, "tests", "python") not in sys.path:
+    sys.path.append(os.path.join(_REPO, "tests", "python"))
+from exact import assert_exact, exact  # noqa: E402
 
 
 def _library_path():
@@ -171,7 +176,7 @@ class GradScalerParity(unittest.TestCase):
                     model[0].weight.grad[0, 0] = math.inf
                 before = [p.detach().clone() for p in model.parameters()]
                 scaler.step(opt)
-                skipped = all(torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
+                skipped = exact(before, [p.detach() for p in model.parameters()])
                 scaler.update()
                 trajectory.append((scaler.get_scale(), scaler._get_growth_tracker(), skipped))
         finally:
@@ -183,8 +188,7 @@ class GradScalerParity(unittest.TestCase):
         theirs, params_theirs = self.run_loop(patched=False)
         ours, params_ours = self.run_loop(patched=True)
         self.assertEqual(ours, theirs)
-        for a, b in zip(params_theirs, params_ours):
-            self.assertTrue(torch.equal(a, b))
+        assert_exact(params_ours, params_theirs)
         self.assertGreater(sum(1 for _, _, skipped in ours if skipped), 20)
         self.assertGreater(len({scale for scale, _, _ in ours}), 3)
 

@@ -91,7 +91,7 @@ def test_comparison_notices_differences():
     assert difference(t, t.reshape(3, 1)) is not None
     m = torch.randn(2, 3)
     assert difference(m, m.t().contiguous().t()) is not None  # same values, other strides
-    assert difference((m, m), (m, m + 1)) == f"output[1]: values differ bitwise: expected {m}, got {m + 1}"
+    assert difference((m, m), (m, m + 1)).startswith("output[1]: 6 of 6 elements differ in their bits; the first at [0, 0]: ")
     assert difference([m], [m, m]) is not None
     assert difference(RuntimeError("a"), RuntimeError("b")) is not None
     assert difference(RuntimeError("a"), m) is not None

@@ -12,6 +12,8 @@ import os
 import pytest
 import torch
 
+from exact import assert_exact
+
 # The fp8 GEMMs' kernels, fake ones included, refuse to run where PyTorch has no CPU _scaled_mm
 # (2.11 and later have one; 2.4 and 2.7 do not): the fp8 policy runs such calls in the
 # lower-precision dtype instead (docs/fp8.md), so there is no fp8 GEMM to check.
@@ -240,9 +242,8 @@ def test_update_scale_compiles_and_steps_as_eager():
         for found in (0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0):
             want = step(*eager_state, torch.full((1,), found))
             got = compiled(*compiled_state, torch.full((1,), found))
-            assert torch.equal(got, want), backend
-            for a, b in zip(compiled_state, eager_state):
-                assert torch.equal(a, b), backend
+            assert_exact(got, want, backend)
+            assert_exact(compiled_state, eager_state, backend)
     # The functionalised graph calls the twins, and copies the results back into the inputs.
     from torch._dynamo.backends.common import aot_autograd
 

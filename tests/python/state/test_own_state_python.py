@@ -35,6 +35,7 @@ OWN_STATE_LIB = BUILD / "lib" / "libautocastgen_torch_cpu_own_state.so"
 require_built(BUILD, "python/autocastgen/__init__.py", OWN_STATE_LIB)
 
 import autocastgen  # noqa: E402
+from exact import assert_exact  # noqa: E402
 
 torch.ops.load_library(str(OWN_STATE_LIB))
 
@@ -172,14 +173,6 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor):
-        return a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, collections.abc.Iterable):
-        return all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
 def _run(op: str, args: tuple, run_as: torch.dtype, amp_dtype: torch.dtype, module: Any = torch,
          out_type: torch.dtype | None = None, kwargs: dict | None = None) -> None:
     """PyTorch's _run_autocast_outofplace, with autocastgen.autocast in place of torch.autocast."""
@@ -197,14 +190,14 @@ def _run(op: str, args: tuple, run_as: torch.dtype, amp_dtype: torch.dtype, modu
             if isinstance(output, torch.Tensor):
                 assert output.dtype == out_type, f"{op} under {amp_dtype} produced {output.dtype}, not {out_type}"
         if len(outputs) == 2:
-            assert _equal(outputs[0], outputs[1]), f"torch.{op} and Tensor.{op} differ"
+            assert_exact(outputs[0], outputs[1], f"torch.{op} and Tensor.{op} differ")
         with autocastgen.autocast("cpu", enabled=False):
             assert not autocastgen.is_enabled("cpu")
             if module is not None and hasattr(module, op):
                 control = getattr(module, op)(*_cast(args, run_as), **kwargs)
             else:
                 control = getattr(args[0].to(run_as), op)(*_cast(args[1:], run_as), **kwargs)
-        assert _equal(outputs[0], control), f"{op} under {amp_dtype} differs from the control"
+        assert_exact(outputs[0], control, f"{op} under {amp_dtype} differs from the control")
 
 
 def _lists():

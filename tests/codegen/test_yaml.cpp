@@ -286,5 +286,142 @@ TEST(Yaml, TextOverTheLimitOfItsKindIsNotParsed) {
             "t.yaml:1:1: error: file is larger than 1 MiB, the limit for policy and schema files");
 }
 
+// The limits at their edges, in the values docs/cli.md#limits gives (written out here, not taken
+// from yaml.h: a limit one off is a failure). Note [yaml limits] in yaml.h.
+
+Parsed parse_record(const std::string& text, size_t max_bytes = kMaxRecordFileBytes) {
+  SourceManager sm;
+  std::ostringstream out;
+  DiagnosticEngine diags(sm, out);
+  const uint32_t file = sm.add_buffer("t.json", text);
+  Parsed parsed;
+  parsed.root = parse_yaml(sm, file, diags, "JSON", "statistics files", max_bytes);
+  parsed.diagnostics = out.str();
+  parsed.errors = diags.error_count();
+  return parsed;
+}
+
+// "[],{},~,1," is four nodes, one of each kind: a million nodes in all parse, and one more is an
+// error at the node past the limit (each kind counts: were one not counted, a quarter of the
+// nodes would be missing and both documents would parse).
+TEST(Yaml, TheNodeLimitCountsEveryKindAndIsExact) {
+  std::string text = "[";
+  for (int i = 0; i < 249'999; ++i) text += "[],{},~,1,";
+  const Parsed fits = parse_record(text + "[],{},~]");  // the root, 249,999 fours and three
+  ASSERT_TRUE(fits.root.has_value()) << fits.diagnostics.substr(0, 200);
+  EXPECT_EQ(fits.root->items().size(), 999'999u);
+  text += "[],{},~,1]";
+  const Parsed p = parse_record(text);
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+            "t.json:1:" + std::to_string(text.size() - 1) + ": error: invalid JSON: more than 1000000 nodes in one document");
+}
+
+// An alias adds the nodes it copies, its anchor's children included (nulls too): the alias that
+// takes a document past a million nodes is the error, even as its last node.
+TEST(Yaml, TheNodeLimitCountsWhatAnAliasCopies) {
+  std::string text = "[";
+  for (int i = 0; i < 999'978; ++i) text += "1,";
+  text += "&a [~,~,~,~,~,~,~,~,~,~], *a]";  // 11 nodes, and 11 more by *a: 1,000,001 in all
+  const Parsed p = parse_record(text);
+  EXPECT_FALSE(p.root.has_value());
+  EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+            "t.json:1:" + std::to_string(text.rfind("*a") + 1) +
+                ": error: invalid JSON: more than 1000000 nodes in one document");
+}
+
+// 1024 copies (the anchor's and 1023 aliases') of a scalar node: each its node's size in memory
+// plus its bytes. 64 MiB of copies exactly parse; one byte more is an error at the last alias.
+TEST(Yaml, TheCopiedBytesLimitIsExact) {
+  constexpr size_t kCopies = 1024;
+  const size_t scalar = (size_t{64} << 20) / kCopies - sizeof(YamlNode);
+  for (size_t extra : {0, 1}) {
+    std::string text = "a: &a '" + std::string(scalar + extra, 'x') + "'\nb: [*a";
+    for (size_t i = 2; i < kCopies; ++i) text += ", *a";
+    text += "]\n";
+    const Parsed p = parse(text);
+    if (extra == 0) {
+      ASSERT_TRUE(p.root.has_value()) << p.diagnostics;
+      EXPECT_EQ(p.root->find("b")->items().size(), kCopies - 1);
+      EXPECT_EQ(p.root->find("b")->items().back().scalar().size(), scalar);
+    } else {
+      EXPECT_FALSE(p.root.has_value());
+      EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+                "t.yaml:2:" + std::to_string(text.rfind("*a") - text.find("\nb:")) +
+                    ": error: invalid YAML: anchors and aliases copy more than 64 MiB");
+    }
+  }
+}
+
+// 64 levels of sequences and mappings, flow and block, parse; the 65th opener is the error.
+TEST(Yaml, TheDepthLimitIsExactForSequencesAndMappings) {
+  struct Form {
+    std::string open, close, name;
+  };
+  for (const Form& form : {Form{"[", "]", "flow sequences"}, Form{"{a: ", "}", "flow mappings"}}) {
+    for (int depth : {64, 65}) {
+      std::string text;
+      for (int i = 0; i < depth; ++i) text += form.open;
+      text += "1";
+      for (int i = 0; i < depth; ++i) text += form.close;
+      text += "\n";
+      const Parsed p = parse(text);
+      if (depth == 64) {
+        EXPECT_TRUE(p.root.has_value()) << form.name << ": " << p.diagnostics;
+      } else {
+        EXPECT_FALSE(p.root.has_value()) << form.name;
+        EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+                  "t.yaml:1:" + std::to_string(64 * form.open.size() + 1) +
+                      ": error: invalid YAML: nesting deeper than 64 levels")
+            << form.name;
+      }
+    }
+  }
+  // Block mappings: `k:` one more space in on each line.
+  for (int depth : {64, 65}) {
+    std::string text;
+    for (int i = 0; i < depth; ++i) text += std::string(i, ' ') + "k:\n";
+    text += std::string(depth, ' ') + "v\n";
+    const Parsed p = parse(text);
+    if (depth == 64) {
+      EXPECT_TRUE(p.root.has_value()) << p.diagnostics;
+    } else {
+      EXPECT_FALSE(p.root.has_value());
+      EXPECT_EQ(p.diagnostics.substr(0, p.diagnostics.find('\n')),
+                "t.yaml:65:65: error: invalid YAML: nesting deeper than 64 levels");
+    }
+  }
+}
+
+// A file of exactly its kind's limit is read; one byte more is not (comments: cheap to parse).
+TEST(Yaml, TextAtTheLimitOfItsKindIsParsed) {
+  struct Kind {
+    size_t max_bytes, limit;
+    std::string_view files, shown;
+  };
+  for (const Kind& kind : {Kind{kMaxPolicyFileBytes, size_t{1} << 20, "policy and schema files", "1 MiB"},
+                           Kind{kMaxSchemaFileBytes, size_t{16} << 20, "schema files", "16 MiB"},
+                           Kind{kMaxRecordFileBytes, size_t{32} << 20, "statistics files", "32 MiB"}}) {
+    for (size_t extra : {0, 1}) {
+      const std::string text = "a: 1\n#" + std::string(kind.limit + extra - 7, 'c') + "\n";
+      SourceManager sm;
+      std::ostringstream out;
+      DiagnosticEngine diags(sm, out);
+      const uint32_t file = sm.add_buffer("t.yaml", text);
+      const std::optional<YamlNode> root = parse_yaml(sm, file, diags, "YAML", kind.files, kind.max_bytes);
+      if (extra == 0) {
+        ASSERT_TRUE(root.has_value()) << kind.shown << ": " << out.str();
+        EXPECT_EQ(root->find("a")->scalar(), "1");
+      } else {
+        EXPECT_FALSE(root.has_value()) << kind.shown;
+        EXPECT_EQ(out.str().substr(0, out.str().find('\n')),
+                  "t.yaml:1:1: error: file is larger than " + std::string(kind.shown) + ", the limit for " +
+                      std::string(kind.files))
+            << kind.shown;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace autocastgen

@@ -18,6 +18,7 @@ python3 -m pytest tests/python/policy/test_load_policy.py
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import re
 import subprocess
@@ -321,6 +322,84 @@ def test_bad_arguments(tmp_path):
         autocastgen.register_runtime_policy("tanh", None)
 
 
+def test_bad_arguments_are_refused_in_so_many_words(tmp_path):
+    # The errors' whole text (the Python wrappers' own; the policy's are the CLI's, above).
+    with pytest.raises(NotImplementedError) as error:
+        autocastgen.load_policy("lists: {}\n", schemas=tmp_path / "s.yaml")
+    assert str(error.value) == (
+        "autocastgen.load_policy: schemas= is not supported: a runtime policy resolves against the ops registered "
+        "with PyTorch's dispatcher when it is loaded (define custom ops with torch.library first), and its kernels "
+        "can only be registered for those ops")
+    for source, kind in ((b"lists: {}\n", "bytes"), (None, "NoneType"), (3, "int")):
+        with pytest.raises(TypeError) as error:
+            autocastgen.load_policy(source)
+        assert str(error.value) == ("autocastgen.load_policy: needs a path (str or os.PathLike) or YAML text (str), "
+                                    f"not {kind}")
+    for name in ("", "two\nlines", "end\n", None, b"bytes"):
+        with pytest.raises(ValueError) as error:
+            autocastgen.load_policy("lists: {}\n", name=name)
+        assert str(error.value) == f"autocastgen.load_policy: name must be a one-line, non-empty str, not {name!r}"
+    for args, label, kind in (((None, "fp32"), "op", "NoneType"), (("tanh", b"fp32"), "policy", "bytes"),
+                              (("tanh", "fp32", 0), "device", "int")):
+        with pytest.raises(TypeError) as error:
+            autocastgen.register_runtime_policy(*args)
+        assert str(error.value) == f"autocastgen.register_runtime_policy: {label} must be a str, not {kind}"
+    with pytest.raises(TypeError) as error:
+        autocastgen.register_runtime_policy("tanh", "banned", "cpu", b"why")
+    assert str(error.value) == "autocastgen.register_runtime_policy: message must be a str, not bytes"
+    # Text that is no text (a lone surrogate) is refused as writing it to a file would be.
+    with pytest.raises(UnicodeEncodeError):
+        autocastgen.load_policy("lists: {}\n# \udcff\n")
+
+
+def test_a_path_and_text_are_told_apart_by_a_line_break(ops, tmp_path, monkeypatch):
+    # A str with no line break is a path, whatever it holds; with one, text. A path object is a path.
+    (tmp_path / "autocast: {device: cpu}").write_text(ops.policy_text())
+    monkeypatch.chdir(tmp_path)
+    assert autocastgen.load_policy("autocast: {device: cpu}") == 6
+    autocastgen.clear_runtime_policies()
+    assert autocastgen.load_policy("autocast: {device: cpu}\n") == 0
+    assert autocastgen.load_policy(Path("autocast: {device: cpu}")) == 6
+
+
+def test_text_in_a_removed_working_directory(ops, tmp_path, monkeypatch):
+    # The working directory was removed: text still loads; a relative extends: is the runtime's error.
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert autocastgen.load_policy(ops.policy_text()) == 6
+    with pytest.raises(autocastgen.PolicyError) as error:
+        autocastgen.load_policy("extends: base.yaml\n", name="t.yaml")
+    assert str(error.value).startswith("t.yaml:1:10: error: cannot read extended policy 'base.yaml': "), str(error.value)
+    assert error.value.source == "t.yaml"
+
+
+def test_a_file_is_named_by_its_path_and_through_a_link_as_given(ops, tmp_path):
+    # The policy's owner (what autocastgen.export records): the file as the runtime shows a path
+    # (its name, outside the working directory); through a link (its folder's path is not UTF-8),
+    # the path as the user gave it, never the link's.
+    path = tmp_path / "six.yaml"
+    path.write_text(ops.policy_text())
+    autocastgen.load_policy(path)
+    assert list(torch.ops.autocastgen.policies_in_force()[1]) == ["six.yaml"]
+    autocastgen.clear_runtime_policies()
+    folder = os.fsencode(tmp_path) + b"/odd \xff"
+    os.makedirs(folder)
+    with open(folder + b"/six.yaml", "w") as f:
+        f.write(ops.policy_text())
+    autocastgen.load_policy(os.fsdecode(folder + b"/six.yaml"))
+    assert list(torch.ops.autocastgen.policies_in_force()[1]) == [f"{tmp_path}/odd \\xff/six.yaml"]
+    autocastgen.clear_runtime_policies()
+    not_utf8 = os.fsdecode(folder + b"/\xfe.yaml")
+    with pytest.raises(autocastgen.PolicyError) as error:
+        autocastgen.load_policy(not_utf8)
+    assert str(error.value) == (f"autocastgen: error: cannot load policy '{tmp_path}/odd \\xff/\\xfe.yaml': its file "
+                                "name is not UTF-8 (the runtime takes UTF-8 paths; the folder may be anything): rename "
+                                "it, or use compile_policy")
+    assert error.value.source == not_utf8 and error.value.diagnostics == str(error.value)
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. register_runtime_policy.
 
@@ -354,6 +433,53 @@ def test_register_errors(ops, args, expected):
     assert expected.format(ns=ops.ns) in str(error.value), str(error.value)
     assert error.value.source.startswith(f"register_runtime_policy('{args[0]}', '{args[1]}'")
     check_none(ops)
+
+
+def test_rule_keywords_are_a_policy_files_rule():
+    # The keyword arguments as the flow mapping the runtime reads: a policy file entry's keys, its
+    # values as the policy language writes them (dtypes by name, infinities as YAML's).
+    from autocastgen.policy._load import _rule_text
+
+    assert _rule_text(None, None, None, None) == ""
+    assert _rule_text(None, None, None, None, None) == ""
+    assert _rule_text("float16", None, None, None) == '{"dtypes": ["float16"]}'
+    assert _rule_text(torch.bfloat16, None, None, None) == '{"dtypes": ["bfloat16"]}'
+    assert _rule_text([torch.float16, "bfloat16"], None, None, None) == '{"dtypes": ["float16", "bfloat16"]}'
+    assert _rule_text((), None, None, None) == '{"dtypes": []}'
+    assert _rule_text(None, {"exponent": [1, 2.5, math.inf]}, {"p": -math.inf, "q": math.nan}, None) == (
+        '{"when": {"exponent": [1, 2.5, ".inf"]}, "unless": {"p": "-.inf", "q": ".nan"}}')
+    assert _rule_text(None, {"dtype": torch.float16, "t": (1, (torch.bfloat16, 0.5))}, {}, None) == (
+        '{"when": {"dtype": "float16", "t": [1, ["bfloat16", 0.5]]}, "unless": {}}')
+    assert _rule_text(None, None, None, {"weight": "fp32", 5: "keep"}, "model.*.attn") == (
+        '{"modules": ["model.*.attn"], "args": {"weight": "fp32", "5": "keep"}}')
+    assert _rule_text("float16", {"a": True}, {"b": "none"}, {"c": "fp32"}, ("x", "y")) == (
+        '{"dtypes": ["float16"], "modules": ["x", "y"], "when": {"a": true}, "unless": {"b": "none"}, '
+        '"args": {"c": "fp32"}}')
+    for key, value, kind in (("when", [1], "list"), ("unless", "p", "str"), ("args", (("w", "fp32"),), "tuple")):
+        with pytest.raises(TypeError) as error:
+            _rule_text(None, **{"when": None, "unless": None, "args": None, key: value})
+        assert str(error.value) == f"autocastgen.register_runtime_policy: {key} must be a dict, not {kind}"
+
+
+def test_rules_given_as_keywords_decide_as_in_a_policy_file(ops):
+    # pow(x, 2) in bfloat16 when the exponent is 1 or 2; in float32 under float16 autocast unless it
+    # is; norm with p=inf (a max: exact in any dtype) left to bfloat16 unless p is inf.
+    x = torch.rand(4) + 1
+    autocastgen.register_runtime_policy("aten::pow.Tensor_Scalar", "lower_precision_fp", "cpu",
+                                        dtypes=[torch.bfloat16], when={"exponent": [1, 2]})
+    with torch.autocast("cpu", dtype=BF16):
+        assert torch.pow(x, 2).dtype == BF16 and torch.pow(x, 3).dtype == F32
+    with torch.autocast("cpu", dtype=F16):
+        assert torch.pow(x, 2).dtype == F32
+    autocastgen.register_runtime_policy("aten::pow.Tensor_Scalar", "fp32", "cpu", dtypes="float16",
+                                        unless={"exponent": [1.0, 2.0]})
+    with torch.autocast("cpu", dtype=F16):
+        assert torch.pow(x.half(), 3).dtype == F32 and torch.pow(x.half(), 2).dtype == F16
+    autocastgen.register_runtime_policy("aten::linalg_vector_norm", "fp32", "cpu", unless={"ord": math.inf})
+    with torch.autocast("cpu", dtype=BF16):
+        assert torch.linalg.vector_norm(x.bfloat16(), math.inf).dtype == BF16
+        assert torch.linalg.vector_norm(x.bfloat16(), 2).dtype == F32
+    autocastgen.clear_runtime_policies()
 
 
 def test_register_error_is_the_clis(ops, tmp_path):

@@ -38,6 +38,7 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 require_built(BUILD, "python/autocastgen/_build_tree.py")
 
 import autocastgen  # noqa: E402
+from exact import CHILD_IMPORT  # noqa: E402
 
 NS = "acg_tree"
 # Defines the custom op; run in this process and in the new process of test 2.
@@ -121,7 +122,7 @@ def test_second_call_and_new_process_load_from_the_cache(compiled, files):
 def test_a_function_compiled_before_the_library_loads_uses_it_after(compiled, files):
     # Note [policies in the trace key]: loading a compiled policy drops Dynamo's code, and the
     # library's own digest joins the key, so the graph traced with PyTorch's kernel is not reused.
-    script = DEFINE_OPS + textwrap.dedent(f"""\
+    script = CHILD_IMPORT + DEFINE_OPS + textwrap.dedent(f"""\
         import json, sys
         sys.path.insert(0, {str(BUILD / "python")!r})
         import autocastgen
@@ -132,7 +133,7 @@ def test_a_function_compiled_before_the_library_loads_uses_it_after(compiled, fi
             before, key = product(a, b), _traced.trace_key()
             autocastgen.compile_policy({str(files["policy"])!r}, schemas=[{str(native_functions())!r}, {str(files["ops"])!r}])
             after, want = product(a, b), torch.mm(a, b) + 1
-        print(json.dumps({{"before": str(before.dtype), "after": str(after.dtype), "equal": torch.equal(after, want),
+        print(json.dumps({{"before": str(before.dtype), "after": str(after.dtype), "equal": exact(after, want),
                           "key_changed": _traced.trace_key() != key}}))
         """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)

@@ -30,6 +30,7 @@ from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 
 import autocastgen  # noqa: E402
 import child_process  # noqa: E402
+from exact import CHILD_IMPORT, assert_exact  # noqa: E402
 
 TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 MM_FP32 = "autocast: {device: cpu}\nlists:\n  fp32: [mm]\n"
@@ -55,8 +56,8 @@ def product(a, b):
 def check_equal_to_eager(compiled, dtype: torch.dtype) -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         got, want = compiled(A, B), product(A, B)
-    assert got.dtype == want.dtype == dtype
-    assert torch.equal(got, want)
+    assert want.dtype == dtype
+    assert_exact(got, want)
 
 
 def test_each_policy_change_traces_again_and_gives_eager_values() -> None:
@@ -118,7 +119,7 @@ def test_a_library_loaded_after_compiling_is_used_at_the_next_call() -> None:
     # However the policies change (here a generated library through torch.ops.load_library, not
     # through autocastgen), the runtime drops the compiled code. The library has its own state: its
     # mm runs in float32 outside an autocastgen scope, and in the scope's dtype inside one.
-    result = child_process.run_child(BUILD, "", f"""
+    result = child_process.run_child(BUILD, CHILD_IMPORT, f"""
         import json, torch, autocastgen
         a, b = torch.randn(8, 8), torch.randn(8, 8)
         compiled = torch.compile(lambda a, b: torch.mm(a, b) + 1, backend="aot_eager", fullgraph=True)
@@ -126,7 +127,7 @@ def test_a_library_loaded_after_compiling_is_used_at_the_next_call() -> None:
             before = compiled(a, b)
             torch.ops.load_library({str(MM_ONLY_LIB)!r})
             after, want = compiled(a, b), torch.mm(a, b) + 1
-        print(json.dumps([str(before.dtype), str(after.dtype), torch.equal(after, want)]))
+        print(json.dumps([str(before.dtype), str(after.dtype), exact(after, want)]))
         """)
     assert child_process.last_json(result) == ["torch.bfloat16", "torch.float32", True]
 

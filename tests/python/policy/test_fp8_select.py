@@ -28,6 +28,7 @@ if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_scaled_mm", "CPU")
     pytest.skip(f"torch {torch.__version__} has no CPU _scaled_mm kernel", allow_module_level=True)
 
 import autocastgen  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 
 POLICY = """\
 autocast:
@@ -87,10 +88,6 @@ def run(model_fn=None):
     return [y.detach(), x.grad, *(p.grad for p in model.parameters())]
 
 
-def same(a, b):
-    return all(torch.equal(p, q) for p, q in zip(a, b, strict=True))
-
-
 @pytest.fixture(scope="module")
 def lower_precision_result():
     autocastgen.clear_runtime_policies()
@@ -107,14 +104,14 @@ def fp8_result():
 
 
 def test_the_two_references_differ(lower_precision_result, fp8_result):
-    assert not same(lower_precision_result, fp8_result), "fp8 and bfloat16 give the same bits: the tests would prove nothing"
+    assert not exact(lower_precision_result, fp8_result), "fp8 and bfloat16 give the same bits: the tests would prove nothing"
 
 
 def test_auto_on_a_cpu_runs_the_lower_precision_bit_for_bit(lower_precision_result):
     load("auto")
     with autocastgen.stats() as counted:
         got = run()
-    assert same(got, lower_precision_result)
+    assert_exact(got, lower_precision_result)
     for op in ("aten::linear", "aten::mm", "aten::addmm"):
         row = counted.ops[op]
         assert row["policy"] == "fp8" and row["ran_in"] == {"bfloat16": 1}, row
@@ -165,7 +162,7 @@ def test_measured_keeps_the_faster_and_its_file(times, chooses_fp8, monkeypatch,
     load("measured")
     with autocastgen.stats() as counted:
         got = run()
-    assert same(got, fp8_result if chooses_fp8 else lower_precision_result)
+    assert_exact(got, fp8_result if chooses_fp8 else lower_precision_result)
     decisions = autocastgen.fp8_selections()
     # linear [32 x 64] x [64 x 48], mm [32 x 48] x [48 x 32], addmm [32 x 32] x [32 x 32].
     assert [(d["m"], d["k"], d["n"], d["backward"], d["fp8"], d["source"]) for d in decisions] == [
@@ -316,8 +313,8 @@ def test_measured_with_delayed_scaling(times, chooses_fp8, monkeypatch):
     want = steps_with(DELAYED.format(select="all") if chooses_fp8 else None)
     other = steps_with(None if chooses_fp8 else DELAYED.format(select="all"))
     for step, (g, w, o) in enumerate(zip(got, want, other, strict=True)):
-        assert same(g, w), f"step {step}"
-        assert not same(g, o), f"step {step}: the two references agree, the test proves nothing"
+        assert_exact(g, w, f"step {step}")
+        assert not exact(g, o), f"step {step}: the two references agree, the test proves nothing"
 
 
 def test_measured_classes_by_tokens_rounded_and_by_direction(monkeypatch):
@@ -338,16 +335,16 @@ def test_a_measurement_for_real_is_consistent_and_leaves_the_random_stream(lower
     before = torch.random.get_rng_state()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.nn.functional.linear(x, w)  # measured here: its values come from a private generator
-    assert torch.equal(torch.random.get_rng_state(), before), "the measurement drew from the user's random stream"
+    assert_exact(torch.random.get_rng_state(), before, "the measurement drew from the user's random stream")
     autocastgen.forget_fp8_selections()
     got = run()
     decisions = autocastgen.fp8_selections()
     assert len(decisions) == 3 and all(d["fp8_ms"] > 0 and d["lower_ms"] > 0 for d in decisions)
     assert all(d["fp8"] == (d["fp8_ms"] < d["lower_ms"]) for d in decisions), decisions
     if all(d["fp8"] for d in decisions):
-        assert same(got, fp8_result)
+        assert_exact(got, fp8_result)
     elif not any(d["fp8"] for d in decisions):
-        assert same(got, lower_precision_result)
+        assert_exact(got, lower_precision_result)
 
 
 @pytest.mark.parametrize("select, times", [("auto", None), ("measured", "1,2"), ("measured", "2,1"), ("measured", None)])
@@ -363,7 +360,7 @@ def test_compiled_is_eager_bit_for_bit(select, times, monkeypatch):
         # The measurement, when there is one, happens while Dynamo traces (FakeTensors).
         compiled = run(lambda model: torch.compile(model, fullgraph=True, backend="aot_eager"))
     eager = run()
-    assert same(compiled, eager)
+    assert_exact(compiled, eager)
     if select == "measured":
         assert len(autocastgen.fp8_selections()) == 3, autocastgen.fp8_selections()
 
@@ -380,11 +377,11 @@ def test_forgetting_the_decisions_traces_again(monkeypatch, lower_precision_resu
         with torch._functorch.config.patch(backward_pass_autocast="off"), torch.autocast("cpu", dtype=torch.bfloat16):
             return compiled(x).detach()
 
-    assert torch.equal(forward(), fp8_result[0])
+    assert_exact(forward(), fp8_result[0])
     monkeypatch.setenv(TIMES, "2,1")  # now the lower precision is
-    assert torch.equal(forward(), fp8_result[0])  # decided once per class
+    assert_exact(forward(), fp8_result[0])  # decided once per class
     autocastgen.forget_fp8_selections(file=True)  # else they come back from the file
-    assert torch.equal(forward(), lower_precision_result[0])
+    assert_exact(forward(), lower_precision_result[0])
 
 
 def test_bad_select_is_located():
@@ -394,5 +391,5 @@ def test_bad_select_is_located():
 
 def test_the_agreement_op_is_a_real_custom_op():
     torch.library.opcheck(torch.ops.autocastgen.fp8_select_agree.default, (torch.tensor([1.5, 2.5], dtype=torch.float64),))
-    assert torch.equal(torch.ops.autocastgen.fp8_select_agree(torch.tensor([1.5, 2.5], dtype=torch.float64)),
-                       torch.tensor([1.5, 2.5], dtype=torch.float64))
+    assert_exact(torch.ops.autocastgen.fp8_select_agree(torch.tensor([1.5, 2.5], dtype=torch.float64)),
+                 torch.tensor([1.5, 2.5], dtype=torch.float64))

@@ -43,6 +43,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from built_tree import require_built
+from exact import assert_exact
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.environ.get("AUTOCASTGEN_BUILD_DIR", os.path.join(REPO, "build"))
@@ -182,7 +183,7 @@ def test_custom_op_lower_precision_fp(ops):
         out = myop(a, b)
         assert ops.last() == [BF16, BF16]
         assert out.dtype == BF16
-        assert torch.equal(out, a.to(BF16) + 1)
+        assert_exact(out, a.to(BF16) + 1)
         myop(a.double(), torch.arange(3))       # float64 and integers are not eligible
         assert ops.last() == [F64, torch.int64]
         myop(a.half(), b)                       # every eligible float goes to the autocast dtype
@@ -338,7 +339,7 @@ def test_aten_lower_precision_fp():
     with cpu_autocast():
         out = torch.mv(m, v)
     assert out.dtype == BF16
-    assert torch.equal(out, torch.mv(m.to(BF16), v.to(BF16)))
+    assert_exact(out, torch.mv(m.to(BF16), v.to(BF16)))
     assert torch.mv(m, v).dtype == F32
 
 
@@ -350,7 +351,7 @@ def test_aten_fp32():
         out = torch.tanh(x)
         assert torch.tanh(x.double()).dtype == F64
     assert out.dtype == F32
-    assert torch.equal(out, torch.tanh(x.float()))
+    assert_exact(out, torch.tanh(x.float()))
     assert torch.tanh(x).dtype == BF16
 
 
@@ -364,7 +365,7 @@ def test_aten_promote():
         out = torch.dot(a, b)
         assert torch.dot(a, a).dtype == BF16
     assert out.dtype == F32
-    assert torch.equal(out, torch.dot(a.float(), b))
+    assert_exact(out, torch.dot(a.float(), b))
     with pytest.raises(RuntimeError, match="same dtype"):
         torch.dot(a, b)
 
@@ -382,8 +383,8 @@ def test_aten_fp32_set_opt_dtype():
         assert torch.sum(torch.arange(4, dtype=torch.int32)).dtype == torch.int64
         assert torch.sum(x, 0).dtype == BF16                    # sum.dim_IntList has no policy
     assert soft.dtype == F32 and total.dtype == F32
-    assert torch.equal(soft, torch.softmax(x, 0, dtype=F32))
-    assert torch.equal(total, torch.sum(x, dtype=F32))
+    assert_exact(soft, torch.softmax(x, 0, dtype=F32))
+    assert_exact(total, torch.sum(x, dtype=F32))
     assert torch.softmax(x, 0).dtype == BF16
 
 
@@ -397,7 +398,7 @@ def test_aten_fp32_append_dtype():
         assert aten.norm.Scalar(x.double(), 3).dtype == F64  # first argument's own dtype
         assert aten.norm.ScalarOpt_dim(x, 2, [0]).dtype == BF16
     assert out.dtype == F32
-    assert torch.equal(out, aten.norm.ScalarOpt_dtype(x, 3, dtype=F32))
+    assert_exact(out, aten.norm.ScalarOpt_dtype(x, 3, dtype=F32))
     assert aten.norm.Scalar(x, 3).dtype == BF16
 
 
@@ -415,7 +416,7 @@ def test_aten_fp32_append_dtype_named_redispatch(tmp_path):
     with cpu_autocast():
         out = torch.ops.aten.norm.ScalarOpt_dim(x, 2, [0])
     assert out.dtype == F32
-    assert torch.equal(out, torch.ops.aten.norm.ScalarOpt_dim_dtype(x, 2, [0], False, dtype=F32))
+    assert_exact(out, torch.ops.aten.norm.ScalarOpt_dim_dtype(x, 2, [0], False, dtype=F32))
 
 
 def test_aten_banned(tmp_path):
@@ -425,7 +426,7 @@ def test_aten_banned(tmp_path):
     with cpu_autocast(), pytest.raises(RuntimeError) as error:
         torch.tanh(x)
     assert str(error.value).startswith("banned by a runtime policy")
-    assert torch.equal(torch.tanh(x), x.tanh())
+    assert_exact(torch.tanh(x), x.tanh())
     # a file gives its own message
     path = tmp_path / "banned.yaml"
     path.write_text('autocast:\n  device: cpu\nlists:\n  banned:\n    - {op: tanh, message: "use sigmoid"}\n')
@@ -490,7 +491,7 @@ def test_same_as_pytorch_cpu_kernel(op):
     register(op, policy)
     ours = go()
     assert ours[:2] == theirs[:2]
-    assert torch.equal(ours[2], theirs[2])
+    assert_exact(ours[2], theirs[2])
     torch.ops.autocastgen.clear_runtime_policies()
     assert go()[:2] == theirs[:2]               # PyTorch's kernel is back
 
@@ -714,7 +715,7 @@ def test_replacing_pytorch_kernel_is_quiet():
     with cpu_autocast():
         out = torch.mm(a.to(BF16), b)
     assert out.dtype == F32
-    assert torch.equal(out, torch.mm(a.to(BF16).float(), b))
+    assert_exact(out, torch.mm(a.to(BF16).float(), b))
     # the same op again (replacing the runtime policy): quiet too
     assert register_recording_warnings("aten::mm", "lower_precision_fp") == []
     torch.ops.autocastgen.clear_runtime_policies()
@@ -873,7 +874,7 @@ def test_gradients_through_aten_op():
     # the same graph built by hand: the casts are recorded the same way
     m2, v2 = m.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
     torch.mv(m2.to(BF16), v2.to(BF16)).float().sum().backward()
-    assert torch.equal(m.grad, m2.grad) and torch.equal(v.grad, v2.grad)
+    assert_exact((m.grad, v.grad), (m2.grad, v2.grad))
 
 
 def test_gradients_through_fp32_policy():
@@ -884,7 +885,7 @@ def test_gradients_through_fp32_policy():
     assert out.dtype == F32
     out.sum().backward()
     assert x.grad.dtype == BF16                 # a leaf's grad has the leaf's dtype
-    assert torch.equal(x.grad, (1 - torch.tanh(x.detach().float()) ** 2).to(BF16))
+    assert_exact(x.grad, (1 - torch.tanh(x.detach().float()) ** 2).to(BF16))
 
 
 def test_gradients_through_custom_op_and_cast_cache():

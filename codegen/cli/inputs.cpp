@@ -1,4 +1,5 @@
 // Finding the installed torch's schema file and loading inputs for the verbs.
+#include "cli/build_config.h"
 #include "cli/inputs.h"
 
 #include <cstdlib>
@@ -20,7 +21,7 @@ constexpr const char* kRelativeToTorchgen = "packaged/ATen/native/native_functio
 std::optional<std::filesystem::path> installed_native_functions(std::string& why_not) {
   std::error_code ec;
   if (const char* env = std::getenv("AUTOCASTGEN_NATIVE_FUNCTIONS"); env && *env) return std::filesystem::path(env);
-  if (const std::filesystem::path built = AUTOCASTGEN_DEFAULT_NATIVE_FUNCTIONS; !built.empty() && std::filesystem::exists(built, ec))
+  if (const std::filesystem::path built = kDefaultNativeFunctions; !built.empty() && std::filesystem::exists(built, ec))
     return built;
   std::optional<std::filesystem::path> found = python_package_dir("torchgen", why_not);
   if (found) *found /= kRelativeToTorchgen;

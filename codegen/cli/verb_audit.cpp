@@ -11,9 +11,8 @@
 #include "cli/verbs.h"
 #include "support/paths.h"
 #include "policy/resolver.h"
-#if AUTOCASTGEN_HAVE_IMPORTER
+#include "cli/build_config.h"
 #include "import/plugin.h"
-#endif
 
 namespace autocastgen::cli {
 
@@ -115,7 +114,13 @@ std::optional<policy::ResolvedPolicy> read_input_policy(const fs::path& path, co
       return audit::read_manifest(*file, display_path(path), schemas, sources, diags);
     }
     case policy::PolicySource::cpp: {
-#if AUTOCASTGEN_HAVE_IMPORTER
+      if (!kHaveImporter) {
+        diags.error({}, fmt::format("'{}' is C++, and this autocastgen was built without the importer (Clang's development "
+                                    "packages were not found, or -DAUTOCASTGEN_IMPORTER=OFF); diff policies or manifests "
+                                    "instead",
+                                    path.string()));
+        return std::nullopt;
+      }
       import::ImportOptions import_options;
       import_options.files = {path};
       import_options.build_dir = cpp.build_dir;
@@ -144,14 +149,6 @@ std::optional<policy::ResolvedPolicy> read_input_policy(const fs::path& path, co
       else
         diags.error({}, fmt::format("'{}' registers nothing for {} (it registers for {})", path.string(), key, fmt::join(keys, ", ")));
       return std::nullopt;
-#else
-      (void)key;
-      (void)cpp;
-      diags.error({}, fmt::format("'{}' is C++, and this autocastgen was built without the importer (Clang's development "
-                                  "packages were not found, or -DAUTOCASTGEN_IMPORTER=OFF); diff policies or manifests instead",
-                                  path.string()));
-      return std::nullopt;
-#endif
     }
   }
   return std::nullopt;

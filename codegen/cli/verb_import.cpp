@@ -9,14 +9,13 @@
 #include "cli/verbs.h"
 #include "support/paths.h"
 #include "emit/output_writer.h"
-#if AUTOCASTGEN_HAVE_IMPORTER
 #include "audit/diff.h"
 #include "audit/inputs.h"
+#include "cli/build_config.h"
 #include "import/plugin.h"
 #include "import/policy_writer.h"
 #include "policy/policy_file.h"
 #include "policy/resolver.h"
-#endif
 
 namespace autocastgen::cli {
 
@@ -34,7 +33,6 @@ struct ImportVerbOptions {
   std::string torch_version;
 };
 
-#if AUTOCASTGEN_HAVE_IMPORTER
 // The schema files besides a PyTorch release's own that the policy's ops come from: what `check`,
 // `generate` and `audit` need to read it, which the written policy names in its header.
 std::vector<std::string> schema_files_needed(const policy::ResolvedPolicy& imported, const SchemaInputs& inputs,
@@ -50,7 +48,22 @@ std::vector<std::string> schema_files_needed(const policy::ResolvedPolicy& impor
   return names;
 }
 
+// Without the importer plugin: what to do instead.
+int refuse_without_importer() {
+  if (kPipPackage)
+    std::cerr << "autocastgen: error: 'import' needs the Clang importer, which the pip package leaves out: run it from a "
+                 "CMake build of the clone (scripts/setup installs Clang 14's development packages; then cmake --preset "
+                 "default && cmake --build --preset default && build/bin/autocastgen import ...)\n";
+  else
+    std::cerr << "autocastgen: error: this autocastgen was built without the importer: Clang's development packages "
+                 "(libclang-14-dev, libclang-cpp14-dev, llvm-14-dev) were not found when it was configured, or it was "
+                 "configured with -DAUTOCASTGEN_IMPORTER=OFF. Install them (scripts/setup) and rebuild to use "
+                 "'autocastgen import'.\n";
+  return 1;
+}
+
 int run(const ImportVerbOptions& options) {
+  if (!kHaveImporter) return refuse_without_importer();
   SourceManager sources;
   DiagnosticEngine diags(sources, std::cerr);
   import::ImportOptions import_options;
@@ -117,21 +130,6 @@ int run(const ImportVerbOptions& options) {
   }
   return diags.has_errors() ? 1 : 0;
 }
-#else
-int run(const ImportVerbOptions&) {
-#if defined(AUTOCASTGEN_PIP_PACKAGE)
-  std::cerr << "autocastgen: error: 'import' needs the Clang importer, which the pip package leaves out: run it from a "
-               "CMake build of the clone (scripts/setup installs Clang 14's development packages; then cmake --preset "
-               "default && cmake --build --preset default && build/bin/autocastgen import ...)\n";
-#else
-  std::cerr << "autocastgen: error: this autocastgen was built without the importer: Clang's development packages "
-               "(libclang-14-dev, libclang-cpp14-dev, llvm-14-dev) were not found when it was configured, or it was "
-               "configured with -DAUTOCASTGEN_IMPORTER=OFF. Install them (scripts/setup) and rebuild to use "
-               "'autocastgen import'.\n";
-#endif
-  return 1;
-}
-#endif
 
 }  // namespace
 

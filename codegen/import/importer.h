@@ -1,6 +1,6 @@
 // The C++ importer (Clang LibTooling, an optional part of the build): reads sources that register
 // autocast kernels and recovers one policy per dispatch key. Built only when Clang's development
-// packages are found; AUTOCASTGEN_HAVE_IMPORTER says whether it is.
+// packages are found; cli::kHaveImporter (cli/build_config.h) says whether it is.
 #pragma once
 
 #include <filesystem>

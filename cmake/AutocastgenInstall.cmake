@@ -5,7 +5,8 @@ include(CMakePackageConfigHelpers)
 # Note [the wheel's parts]
 # scripts/wheel installs into one folder, the package's, one torch-free build
 # (AUTOCASTGEN_WHEEL_PART=base: bin/, include/, share/, the CMake package) and one build per torch
-# release (=runtime, against the release's headers, Note [building against a release's headers]):
+# release (=runtime, against the release's headers, Note [building against a release's headers], or
+# against the installed torch where it is that release, which lets ccache serve what build/ compiled):
 # _runtime/torch-X.Y/ (the runtime, its CUDA part, the kernels, autocastgen._C, build_info.json)
 # and lib/cmake/autocastgen/torch-X.Y/ (their targets, which the CMake package includes for the
 # torch it finds). autocastgen/_core/runtime.py loads the folder of the imported torch's release.
@@ -14,8 +15,8 @@ set(AUTOCASTGEN_WHEEL_PART "" CACHE STRING
 set_property(CACHE AUTOCASTGEN_WHEEL_PART PROPERTY STRINGS "" base runtime)
 set(AUTOCASTGEN_RUNTIMES_PER_RELEASE OFF)
 if(AUTOCASTGEN_WHEEL_PART STREQUAL "runtime")
-  if(NOT AUTOCASTGEN_TORCH_RELEASE_DIR)
-    message(FATAL_ERROR "autocastgen: AUTOCASTGEN_WHEEL_PART=runtime is built against a release's headers (AUTOCASTGEN_TORCH_RELEASE_DIR)")
+  if(NOT AUTOCASTGEN_WITH_TORCH)
+    message(FATAL_ERROR "autocastgen: AUTOCASTGEN_WHEEL_PART=runtime is a release's runtime (AUTOCASTGEN_WITH_TORCH=ON)")
   endif()
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" release_minor "${AUTOCASTGEN_TORCH_VERSION}")
   set(runtime_dir _runtime/torch-${release_minor})
@@ -33,13 +34,19 @@ if(AUTOCASTGEN_WHEEL_PART STREQUAL "runtime")
     LIBRARY DESTINATION ${runtime_dir} ARCHIVE DESTINATION ${runtime_dir} INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
   install(EXPORT autocastgenRuntimeTargets NAMESPACE autocastgen::
     DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/autocastgen/torch-${release_minor})
+  set(cuda_part false)
+  set(oldest_cuda_arch null)  # the oldest GPU the CUDA part has code for (GradScaler: Note [PyTorch's kernels where ours cannot run])
   if(AUTOCASTGEN_SCALER_CUDA_OPS)
     set(cuda_part true)
-  else()
-    set(cuda_part false)
+    foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+      string(REGEX MATCH "^[0-9]+" arch "${arch}")
+      if(oldest_cuda_arch STREQUAL "null" OR arch LESS oldest_cuda_arch)
+        set(oldest_cuda_arch ${arch})
+      endif()
+    endforeach()
   endif()
   file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/wheel_runtime/build_info.json CONTENT
-"{\"torch\": \"${AUTOCASTGEN_TORCH_VERSION}\", \"cuda\": \"${AUTOCASTGEN_TORCH_CUDA_VERSION}\", \"cuda_part\": ${cuda_part}, \"cxx11_abi\": ${AUTOCASTGEN_TORCH_CXX11_ABI}}
+"{\"torch\": \"${AUTOCASTGEN_TORCH_VERSION}\", \"cuda\": \"${AUTOCASTGEN_TORCH_CUDA_VERSION}\", \"cuda_part\": ${cuda_part}, \"oldest_cuda_arch\": ${oldest_cuda_arch}, \"cxx11_abi\": ${AUTOCASTGEN_TORCH_CXX11_ABI}}
 ")
   install(FILES ${PROJECT_BINARY_DIR}/wheel_runtime/build_info.json DESTINATION ${runtime_dir})
   return()

@@ -482,6 +482,42 @@ def test_rules_given_as_keywords_decide_as_in_a_policy_file(ops):
     autocastgen.clear_runtime_policies()
 
 
+def test_register_errors_name_the_call_and_keep_every_line(ops):
+    with pytest.raises(autocastgen.PolicyError) as error:
+        autocastgen.register_runtime_policy(ops.q("ban"), "banned")
+    assert error.value.source == f"register_runtime_policy('{ops.q('ban')}', 'banned', 'cpu')"
+    lines = str(error.value).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: banned op ") and lines[1].startswith("note: pass the message")
+    assert error.value.diagnostics == str(error.value)
+
+
+def test_rule_keywords_reach_the_runtime_args_and_modules(ops):
+    # args=: how each argument is cast; modules=: only inside those modules of an attached model.
+    a32, b32 = torch.randn(3), torch.randn(3)
+    autocastgen.register_runtime_policy(ops.q("lp"), "lower_precision_fp", args={"b": "fp32"})
+    with torch.autocast("cpu", dtype=BF16):
+        ops.op("lp")(a32, b32)
+    assert ops.last() == ("lp", [BF16, F32])
+
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            return ops.op("f32")(x, x)
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) + ops.op("f32")(x, x)
+
+    autocastgen.register_runtime_policy(ops.q("f32"), "fp32", modules="inner")
+    model, a16 = Outer(), torch.randn(3, dtype=BF16)
+    with autocastgen.attach(model), torch.autocast("cpu", dtype=BF16):
+        model(a16)
+    assert ops.seen[-2:] == [("f32", [F32, F32]), ("f32", [BF16, BF16])]
+
+
 def test_register_error_is_the_clis(ops, tmp_path):
     with pytest.raises(autocastgen.PolicyError) as error:
         autocastgen.register_runtime_policy(ops.q("lpp"), "lower_precision_fp")

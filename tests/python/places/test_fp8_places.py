@@ -20,6 +20,7 @@ import torch
 import child_process
 from built_tree import require_built
 from child_process import last_json
+from exact import CHILD_IMPORT
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -37,7 +38,7 @@ HEADER = "autocast: {device: cpu, lower_precision: [bfloat16], fp8: {scaling: cu
 
 # Two layers of an MLP block and a projection, then a head; every GEMM fp8 can take (multiples
 # of 16). A forward hook records each Linear's input and output.
-PRELUDE = textwrap.dedent(
+PRELUDE = CHILD_IMPORT + textwrap.dedent(
     """
     import json
     import torch
@@ -118,8 +119,8 @@ def compare_body(policy: str) -> str:
             x, y = seen[name]
             lower = alone({NO_FP8!r}, model, name, x)
             fp8 = alone({ALL_FP8!r}, model, name, x)
-            assert not torch.equal(lower, fp8), name  # the two paths differ, so equality says which ran
-            same[name] = "fp8" if torch.equal(y, fp8) else "lower" if torch.equal(y, lower) else "neither"
+            assert not exact(lower, fp8), name  # the two paths differ, so exactness says which ran
+            same[name] = "fp8" if exact(y, fp8) else "lower" if exact(y, lower) else "neither"
         print(json.dumps({{"same": same, "rows": rows}}))
         """
 
@@ -195,7 +196,7 @@ def test_precedence_of_entry_conditions_and_the_section() -> None:
             x, y = seen[name]
             lower = alone({NO_FP8!r}, model, name, x)
             fp8 = alone({ALL_FP8!r}, model, name, x)
-            same[name] = "fp8" if torch.equal(y, fp8) else "lower" if torch.equal(y, lower) else str(y.dtype)
+            same[name] = "fp8" if exact(y, fp8) else "lower" if exact(y, lower) else str(y.dtype)
         print(json.dumps({{"same": same, "rows": rows}}))
         """
     )

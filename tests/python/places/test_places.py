@@ -20,6 +20,7 @@ import pytest
 import child_process
 from built_tree import require_built
 from child_process import last_json
+from exact import CHILD_IMPORT
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).resolve()
@@ -32,7 +33,7 @@ require_built(BUILD, "python/autocastgen/__init__.py", RUNTIME, CPU_LIBRARY)
 
 # A model with a nested module and an overflow in one place: the first Linear sees inputs up to
 # 60000 and its outputs leave float16's range; the rest stays small.
-PRELUDE = textwrap.dedent(
+PRELUDE = CHILD_IMPORT + textwrap.dedent(
     """
     import json, warnings
     import torch
@@ -349,7 +350,7 @@ def test_attached_rules_under_torch_compile_equal_eager_and_retrace_when_rules_c
             with autocastgen.stats() as s:
                 got = compiled(x)
             out[backend] = {{"dtype": str(got.dtype), "rows": rows(s.table),
-                             "equal": torch.equal(got, eager),
+                             "equal": exact(got, eager),
                              "close": torch.allclose(got, eager, rtol=1e-2, atol=1e-2)}}
         autocastgen.clear_runtime_policies()
         again = compiled(x)  # the same compiled function: the module rules changed

@@ -3,7 +3,7 @@
 
 A case is a program saved with torch.export.save and the inputs and eager output it must give; the
 child loads each, runs it plain and inside torch.autocast (float16 and bfloat16), and compares with
-torch.equal. It runs with `python -I` (no PYTHONPATH, no user site) in an environment without
+exact.exact (dtype, shape and bits, Note [exact results]). It runs with `python -I` (no PYTHONPATH, no user site) in an environment without
 AUTOCASTGEN_*, asserts that `import autocastgen` fails, and reports whether any library of
 autocastgen was mapped into it.
 """
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from exact import CHILD_IMPORT
 
 # The export and deploy issues' policy: differs from PyTorch's CPU lists (GELU in the lower-precision
 # dtype, the GEMMs of linear layers in float32; matmul, so q @ k, stays lower as PyTorch's lists say).
@@ -47,7 +49,7 @@ def small_t5(transformers: Any) -> Seq2Seq:
     return Seq2Seq(transformers.T5ForConditionalGeneration(config))
 
 
-CHILD = r"""
+CHILD = CHILD_IMPORT + r"""
 import json, sys
 try:
     import autocastgen  # noqa: F401
@@ -73,9 +75,9 @@ for name in json.load(open(f"{folder}/cases.json")):
     inside = {}
     for dtype in (torch.float16, torch.bfloat16):
         with torch.autocast(case["device"], dtype=dtype):
-            inside[str(dtype)] = torch.equal(module(*case["args"], **case["kwargs"]), case["expected"])
+            inside[str(dtype)] = exact(module(*case["args"], **case["kwargs"]), case["expected"])
     custom = program.graph_module.meta.get("custom") or {}
-    results[name] = {"equal": torch.equal(out, case["expected"]), "dtype": str(out.dtype),
+    results[name] = {"equal": exact(out, case["expected"]), "dtype": str(out.dtype),
                      "inside_autocast": inside, "record": custom.get("autocastgen")}
 # A library of autocastgen's (libautocastgen_*.so, the package's _C): by the file's name and folder,
 # since the models venv itself lies under ~/.cache/autocastgen/ (transformers' own .so files).

@@ -27,6 +27,7 @@ CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastge
 require_built(BUILD, "python/autocastgen/__init__.py", CLI)
 
 import autocastgen  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 from export_checks import ISSUE_POLICY, SavedCases  # noqa: E402
 
 # autocastgen.export with the pinned PyTorch: an error under ctest where it says no (requires.py).
@@ -148,7 +149,7 @@ def test_the_program_is_eager_under_the_policy_after_save_and_load_without_autoc
     programs, results = saved
     name = f"{case[0]}-{case[1]}-{str(case[2])[6:]}"
     program, expected = programs[name]
-    assert torch.equal(program.module()(model_and_input(case[0])[1]), expected)  # in this process too
+    assert_exact(program.module()(model_and_input(case[0])[1]), expected)  # in this process too
     result = results[name]
     assert result["equal"], result
     # Run inside torch.autocast the casts are not decided again (the guard): the same bits.
@@ -164,12 +165,12 @@ def test_the_policy_is_what_decides_and_places_are_kept() -> None:
     pytorch = eager(model, x, torch.bfloat16, None)
     issue = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ISSUE_POLICY)
     places = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=PLACES_POLICY)
-    assert not torch.equal(issue.module()(x), pytorch)
+    assert not exact(issue.module()(x), pytorch)
     autocastgen.load_policy(PLACES_POLICY)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         unattached = model(x)
     autocastgen.clear_runtime_policies()
-    assert not torch.equal(places.module()(x), unattached)
+    assert not exact(places.module()(x), unattached)
     rows = {(r["module"], r["op"]): r for r in autocastgen.precision_map(places)["rows"]}
     assert rows[("fc1", "aten::linear")]["ran_in"] == {"bfloat16": 1}
     assert rows[("fc2", "aten::linear")]["ran_in"] == {"float32": 1}
@@ -182,11 +183,11 @@ def test_the_policy_is_what_decides_and_places_are_kept() -> None:
 def test_policy_none_is_what_is_in_force() -> None:
     model, x = model_and_input("attention")
     program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16)
-    assert torch.equal(program.module()(x), eager(model, x, torch.bfloat16, None))  # PyTorch's lists
+    assert_exact(program.module()(x), eager(model, x, torch.bfloat16, None))  # PyTorch's lists
     assert program.graph_module.meta["custom"]["autocastgen"]["policies"][0].startswith("PyTorch ")
     autocastgen.load_policy(ISSUE_POLICY)
     program = autocastgen.export(model, (x,), device="cpu", dtype=torch.float16)
-    assert torch.equal(program.module()(x), eager(model, x, torch.float16, ISSUE_POLICY))
+    assert_exact(program.module()(x), eager(model, x, torch.float16, ISSUE_POLICY))
 
 
 def test_a_policy_for_one_export_leaves_the_runtime_policies_as_they_were() -> None:
@@ -198,7 +199,7 @@ def test_a_policy_for_one_export_leaves_the_runtime_policies_as_they_were() -> N
     autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ISSUE_POLICY)
     assert torch.ops.autocastgen.policies_in_force() == before_force
     with autocastgen.attach(model), torch.autocast("cpu", dtype=torch.bfloat16):
-        assert torch.equal(model(x), before)  # entries, scoped entries and the section as before
+        assert_exact(model(x), before)  # entries, scoped entries and the section as before
     with pytest.raises(autocastgen.PolicyError, match="unknown op 'gelux'"):
         autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16,
                            policy="autocast: {device: cpu}\nlists:\n  fp32: [gelux]\n")
@@ -215,7 +216,7 @@ def test_the_scope_the_call_sits_in_changes_nothing() -> None:
         inside_ours = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16)
     for program in (inside_torch, inside_ours):
         assert program.graph_module.submod_1.code == plain.graph_module.submod_1.code
-        assert torch.equal(program.module()(x), plain.module()(x))
+        assert_exact(program.module()(x), plain.module()(x))
 
 
 def test_a_release_before_the_verified_one_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,9 +233,9 @@ def test_export_kwargs_reach_torch_export_dynamic_shapes_and_strict() -> None:
     other = torch.randn(7, 16)
     program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=PLACES_POLICY,
                                  dynamic_shapes={"x": {0: torch.export.Dim("batch")}})
-    assert torch.equal(program.module()(other), eager(model, other, torch.bfloat16, PLACES_POLICY))
+    assert_exact(program.module()(other), eager(model, other, torch.bfloat16, PLACES_POLICY))
     strict = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=PLACES_POLICY, strict=True)
-    assert torch.equal(strict.module()(x), eager(model, x, torch.bfloat16, PLACES_POLICY))
+    assert_exact(strict.module()(x), eager(model, x, torch.bfloat16, PLACES_POLICY))
 
 
 def test_the_guard_keeps_autocast_from_deciding_again() -> None:
@@ -246,10 +247,10 @@ def test_the_guard_keeps_autocast_from_deciding_again() -> None:
     # Without it (the body inlined), torch.autocast casts the program's casts again: other bits.
     unguarded = program.run_decompositions({})
     assert not any(n.target is torch.ops.higher_order.wrap_with_autocast for n in nodes(unguarded))
-    assert torch.equal(unguarded.module()(x), expected)
+    assert_exact(unguarded.module()(x), expected)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not torch.equal(unguarded.module()(x), expected)
-        assert torch.equal(program.module()(x), expected)
+        assert not exact(unguarded.module()(x), expected)
+        assert_exact(program.module()(x), expected)
 
 
 def test_the_program_holds_aten_ops_and_casts_only_with_statistics_on() -> None:
@@ -279,7 +280,7 @@ def test_weights_are_stored_once_in_the_dtype_every_use_casts_them_to(tmp_path: 
         ("0.weight", "0.bias", "2.weight", "2.bias"), torch.bfloat16)
     assert not [n for n in nodes(program) if n.target is torch.ops.aten._to_copy.default and n.args[0].op == "placeholder"
                 and n.args[0].name.startswith("p_")]
-    assert torch.equal(program.module()(x), eager(model, x, torch.bfloat16, None))
+    assert_exact(program.module()(x), eager(model, x, torch.bfloat16, None))
     assert program.graph_module.meta["custom"]["autocastgen"]["stored_in_lower_precision"]["0.weight"] == "bfloat16"
     torch.export.save(program, tmp_path / "bf16.pt2")
     torch.export.save(torch.export.export(model, (x,)), tmp_path / "f32.pt2")
@@ -312,7 +313,7 @@ def test_run_decompositions_under_a_runtime_policy_keeps_ops_and_equals_eager() 
     with torch.autocast("cpu", dtype=torch.bfloat16):
         decomposed = program.run_decompositions({})
     assert any(n.target is torch.ops.aten.linear.default for n in nodes(decomposed))
-    assert torch.equal(decomposed.module()(x), eager(model, x, torch.bfloat16, ISSUE_POLICY))
+    assert_exact(decomposed.module()(x), eager(model, x, torch.bfloat16, ISSUE_POLICY))
     cia = torch._C.DispatchKey.CompositeImplicitAutograd
     for name in torch.ops.autocastgen:
         for overload in getattr(torch.ops.autocastgen, name).overloads():
@@ -328,8 +329,8 @@ def test_apply_policy_gives_exports_bits_and_refuses_a_baked_program() -> None:
     applied = autocastgen.apply_policy(float32, device="cpu", dtype=torch.float16, policy=ISSUE_POLICY)
     exported = autocastgen.export(model, (x,), device="cpu", dtype=torch.float16, policy=ISSUE_POLICY)
     assert float32.graph_module.code == code  # the caller's program is left as it was
-    assert torch.equal(applied.module()(x), exported.module()(x))
-    assert torch.equal(applied.module()(x), eager(model, x, torch.float16, ISSUE_POLICY))
+    assert_exact(applied.module()(x), exported.module()(x))
+    assert_exact(applied.module()(x), eager(model, x, torch.float16, ISSUE_POLICY))
     with pytest.raises(autocastgen.ExportError, match="already carries a policy"):
         autocastgen.apply_policy(applied, device="cpu", dtype=torch.bfloat16)
 
@@ -339,7 +340,7 @@ def test_fp8_entries_become_pytorchs_own_ops(saved) -> None:
     programs, results = saved
     program, expected = programs["fp8"]
     assert sum(n.target is torch.ops.aten._scaled_mm.default for n in nodes(program)) == 2
-    assert torch.equal(program.module()(fp8_model_and_input()[1]), expected)
+    assert_exact(program.module()(fp8_model_and_input()[1]), expected)
     assert results["fp8"]["equal"] and all(results["fp8"]["inside_autocast"].values()), results["fp8"]
     model, x = fp8_model_and_input()
     with pytest.raises(RuntimeError, match="delayed scaling takes a weight's scale from the amaxes of earlier calls"):
@@ -367,7 +368,7 @@ def test_the_cli_applies_a_policy_and_shows_a_programs_precision_map(tmp_path: p
                      "bfloat16", "-o", str(tmp_path / "bf16.pt2"))
     assert result.returncode == 0, result.stderr
     applied = torch.export.load(tmp_path / "bf16.pt2")
-    assert torch.equal(applied.module()(x), eager(model, x, torch.bfloat16, PLACES_POLICY))
+    assert_exact(applied.module()(x), eager(model, x, torch.bfloat16, PLACES_POLICY))
     result = run_cli("precision-map", str(tmp_path / "bf16.pt2"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()

@@ -40,6 +40,7 @@ BUILD = pathlib.Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", REPO / "build")).re
 require_built(BUILD, "python/autocastgen/__init__.py")
 
 import autocastgen  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 from export_checks import SavedCases  # noqa: E402
 from export_corpus import BY_NAME, FAMILIES, Family, build, section  # noqa: E402
 from rotation import rotating  # noqa: E402
@@ -118,8 +119,8 @@ def one_case(family: Family, dtype_name: str, plain: SavedCases, with_ops: Saved
     module = program.module()
     case = f"{name}-{dtype_name}"
     with torch.no_grad():
-        no_grad = torch.equal(module(*args), expected_no_grad)
-    result = {"pytorch": torch.equal(by_pytorch, float32), "equal": torch.equal(module(*args), expected),
+        no_grad = exact(module(*args), expected_no_grad)
+    result = {"pytorch": exact(by_pytorch, float32), "equal": exact(module(*args), expected),
               "no_grad": no_grad, "custom_ops": custom_ops(program),
               "ran_in": section_ops(autocastgen.precision_map(program)["rows"], place)}
     (with_ops if family.imports else plain).add(case, program, args, {}, expected)
@@ -190,6 +191,6 @@ def test_interpolate_keeps_a_dynamic_batch(dtype: torch.dtype) -> None:
             x = torch.randn(batch, 4, 6, 6)
             with autocastgen.attach(model), torch.autocast("cpu", dtype=dtype):
                 expected = model(x)
-            assert torch.equal(program.module()(x), expected), batch
+            assert_exact(program.module()(x), expected, batch)
     finally:
         autocastgen.clear_runtime_policies()

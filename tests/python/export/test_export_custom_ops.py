@@ -42,6 +42,7 @@ require_built(BUILD, "python/autocastgen/__init__.py", CLI)
 
 import autocastgen  # noqa: E402
 import user_op_library  # noqa: E402  (registers acg_user::gated_gelu)
+from exact import assert_exact, exact  # noqa: E402
 from export_checks import SavedCases  # noqa: E402
 
 # autocastgen.export with the pinned PyTorch: an error under ctest where it says no (requires.py).
@@ -115,9 +116,9 @@ def test_a_users_op_takes_its_policy_and_its_place(dtype: torch.dtype, tmp_path:
     expected = eager(model, (x,), dtype, USER_POLICY)
     assert expected.dtype == torch.float32  # the head's linear runs in float32
     program = autocastgen.export(model, (x,), device="cpu", dtype=dtype, policy=USER_POLICY)
-    assert torch.equal(program.module()(x), expected)
+    assert_exact(program.module()(x), expected)
     applied = autocastgen.apply_policy(torch.export.export(model, (x,)), device="cpu", dtype=dtype, policy=USER_POLICY)
-    assert torch.equal(applied.module()(x), expected)
+    assert_exact(applied.module()(x), expected)
     low = str(dtype).removeprefix("torch.")
     for baked in (program, applied):
         rows = rows_of(baked, "acg_user::gated_gelu")
@@ -126,7 +127,7 @@ def test_a_users_op_takes_its_policy_and_its_place(dtype: torch.dtype, tmp_path:
     # The gate weight of `first` is stored in the lower-precision dtype (every use casts it so).
     assert program.graph_module.meta["custom"]["autocastgen"]["stored_in_lower_precision"] == {"first.gate": low}
     # Without the op's entry it runs in float32, as its inputs come: the policy made the difference.
-    assert not torch.equal(eager(model, (x,), dtype, USER_POLICY.replace("[acg_user::gated_gelu]", "[]")), expected)
+    assert not exact(eager(model, (x,), dtype, USER_POLICY.replace("[acg_user::gated_gelu]", "[]")), expected)
 
     cases = SavedCases(tmp_path, imports=("user_op_library",), path=(SUPPORT,))
     cases.add("user_op", program, (x,), {}, expected)
@@ -140,7 +141,7 @@ def test_a_runtime_policy_registered_for_the_op_is_baked() -> None:
     model, x = TwoBlocks(), torch.randn(3, 16)
     autocastgen.register_runtime_policy("acg_user::gated_gelu", "fp32", "cpu")
     program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16)
-    assert torch.equal(program.module()(x), eager(model, (x,), torch.bfloat16))
+    assert_exact(program.module()(x), eager(model, (x,), torch.bfloat16))
     rows = rows_of(program, "acg_user::gated_gelu")
     assert {module: row["ran_in"] for module, row in rows.items()} == {"first": {"float32": 1}, "second": {"float32": 1}}
     assert rows["first"]["casts_in"] == {"bfloat16->float32": 1}, rows
@@ -182,7 +183,7 @@ def mixtral() -> dict[str, Any]:
         patch.setattr(moe, "_can_use_grouped_mm", lambda *args: False)
         traced_branch = eager(model, (x,), torch.bfloat16, shipped, MOE_POLICY)
         # Without the custom op's entries the traced branch runs it in float32: the entry decided.
-        assert not torch.equal(eager(model, (x,), torch.bfloat16, shipped), traced_branch)
+        assert not exact(eager(model, (x,), torch.bfloat16, shipped), traced_branch)
     autocastgen.load_policy(shipped)
     try:
         program = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16, policy=MOE_POLICY)
@@ -193,8 +194,8 @@ def mixtral() -> dict[str, Any]:
 
 def test_transformers_grouped_gemm_takes_its_policy_and_its_place(mixtral: dict[str, Any], tmp_path: pathlib.Path) -> None:
     program, x, expected = mixtral["program"], mixtral["x"], mixtral["expected"]
-    assert torch.equal(program.module()(x), expected)
-    assert torch.equal(program.module()(x), mixtral["traced_branch"])
+    assert_exact(program.module()(x), expected)
+    assert_exact(program.module()(x), mixtral["traced_branch"])
     rows = rows_of(program, "transformers::grouped_mm_fallback")
     assert {module: row["ran_in"] for module, row in rows.items()} == {
         "model.model.layers.0.mlp.experts": {"bfloat16": 2}, "model.model.layers.1.mlp.experts": {"float32": 2}}, rows
@@ -225,7 +226,7 @@ def test_the_cli_applies_a_policy_to_a_program_calling_a_users_op(tmp_path: path
     applied = run_cli(*command, "--import", "user_op_library", PYTHONPATH=str(SUPPORT))
     assert applied.returncode == 0, applied.stderr
     program = torch.export.load(tmp_path / "f16.pt2")
-    assert torch.equal(program.module()(x), eager(model, (x,), torch.float16, USER_POLICY))
+    assert_exact(program.module()(x), eager(model, (x,), torch.float16, USER_POLICY))
 
 
 def test_the_cli_shows_a_custom_op_with_its_library_imported(mixtral: dict[str, Any], tmp_path: pathlib.Path) -> None:
@@ -296,4 +297,4 @@ def test_export_onnx_refuses_transformers_grouped_gemm_and_takes_transformers_tr
     exported = autocastgen.export_onnx(
         program, translations={torch.ops.transformers.grouped_mm_fallback.default: grouped_mm})
     # Its nodes round once, as the grouped GEMM does: eager's bits.
-    assert torch.equal(exported.run(x)[0], expected)
+    assert_exact(exported.run(x)[0], expected)

@@ -49,6 +49,7 @@ from transformers.integrations.executorch import (  # noqa: E402
 )
 
 import autocastgen  # noqa: E402
+from exact import exact  # noqa: E402
 from export_checks import ISSUE_POLICY, SavedCases  # noqa: E402
 from export_generation import SavedGenerations, greedy_static, greedy_with_cache, same  # noqa: E402
 from rotation import rotating  # noqa: E402
@@ -162,8 +163,8 @@ def shape_results(tmp_path_factory: pytest.TempPathFactory):
                 with torch.no_grad():
                     expected_no_grad = model(x)
             with torch.no_grad():
-                no_grad = torch.equal(module(x), expected_no_grad)
-            in_process[case][shape] = {"equal": torch.equal(module(x), expected), "no_grad": no_grad,
+                no_grad = exact(module(x), expected_no_grad)
+            in_process[case][shape] = {"equal": exact(module(x), expected), "no_grad": no_grad,
                                        "dtype": str(expected.dtype)}
             saved.add(f"{case}-{shape[0]}x{shape[1]}", program, (x,), {}, expected)
     return in_process, saved.check()

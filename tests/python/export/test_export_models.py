@@ -32,6 +32,7 @@ CPU_LIBRARY = BUILD / "lib" / "libautocastgen_torch_cpu.so"
 require_built(BUILD, "python/autocastgen/__init__.py", CPU_LIBRARY.relative_to(BUILD))
 
 import autocastgen  # noqa: E402
+from exact import exact  # noqa: E402
 from export_checks import SavedCases, small_t5  # noqa: E402
 from rotation import rotating  # noqa: E402
 
@@ -160,8 +161,8 @@ def results(tmp_path_factory: pytest.TempPathFactory):
         case = f"{name}-{dtype_name}-{kind}"
         module = program.module()
         with torch.no_grad():
-            no_grad = name in NOT_UNDER_NO_GRAD or torch.equal(module(*args), expected_no_grad)
-        in_process[case] = {"equal": torch.equal(module(*args), expected), "no_grad": no_grad,
+            no_grad = name in NOT_UNDER_NO_GRAD or exact(module(*args), expected_no_grad)
+        in_process[case] = {"equal": exact(module(*args), expected), "no_grad": no_grad,
                             "ran_in": section_ops(autocastgen.precision_map(program)["rows"], section)}
         saved.add(case, program, args, {}, expected)
     autocastgen.clear_runtime_policies()

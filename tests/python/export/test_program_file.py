@@ -210,18 +210,18 @@ def test_a_benign_program_reads_as_torch_reads_it(benign: pathlib.Path, tmp_path
     for name, tensor in theirs.state_dict.items():
         mine = ours.state_dict[name]
         assert type(mine) is type(tensor) and mine.requires_grad == tensor.requires_grad, name
-        assert torch.equal(mine, tensor) and mine.stride() == tensor.stride(), name
+        assert_exact(mine, tensor, name, strides=True)
     assert_exact(ours.example_inputs, theirs.example_inputs)
     for batch in (1, 3, 7):
         x = torch.randn(batch, 8)
-        assert torch.equal(ours.module()(x), theirs.module()(x))
+        assert_exact(ours.module()(x), theirs.module()(x))
     # Mapped and applied bit for bit as from torch.export.load's program.
     assert autocastgen.precision_map(benign) == autocastgen.precision_map(theirs)
     options = {"device": "cpu", "dtype": torch.bfloat16, "policy": ISSUE_POLICY}
     applied, reference = autocastgen.apply_policy(benign, **options), autocastgen.apply_policy(theirs, **options)
     assert applied.graph_module.code == reference.graph_module.code
     x = torch.randn(5, 8)
-    assert torch.equal(applied.module()(x), reference.module()(x))
+    assert_exact(applied.module()(x), reference.module()(x))
     # Trusted (PyTorch's own loader): the program that was saved, the module's weights and outputs.
     trusted = autocastgen.load_program(benign, trusted=True)
     assert trusted.graph_module.code == ours.graph_module.code

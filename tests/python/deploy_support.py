@@ -145,14 +145,15 @@ def scoped_program(model: torch.nn.Module, args: tuple, *, dtype: torch.dtype,
 
 def references(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype,
                policy: str = POLICY) -> dict[str, torch.Tensor]:
-    """Eager under the policy, float32, and PyTorch's default lists, as float32 tensors."""
+    """Eager under the policy in its own dtype (what a deployment gives bit for bit, where it does),
+    and float32 and PyTorch's default lists as float32 tensors."""
     with torch.no_grad():
         float32 = first(model(x))
         with torch.autocast("cpu", dtype=dtype):
             default = first(model(x))
             with policy_loaded(policy):
                 eager = first(model(x))
-    return {"eager": eager.float(), "float32": float32.float(), "default": default.float()}
+    return {"eager": eager, "float32": float32.float(), "default": default.float()}
 
 
 def first(output: object) -> torch.Tensor:

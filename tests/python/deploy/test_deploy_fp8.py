@@ -14,6 +14,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import deploy_support as ds  # noqa: E402
+from exact import assert_exact  # noqa: E402
 
 autocastgen = ds.import_autocastgen()
 import onnx  # noqa: E402
@@ -53,7 +54,7 @@ def test_fp8_onnx_as_quantize_and_dequantize_linear_runs_as_eager() -> None:
                    and len(i.dims) == 2]
     assert len(fp8_weights) == 2  # quantised when exported: the model holds float8 weights
     (out,) = export.run(x)
-    assert torch.equal(out.float(), refs["eager"])
+    assert_exact(out, refs["eager"])
     assert ds.distance(out, refs["eager"]) < ds.distance(out, refs["default"])
 
 
@@ -93,4 +94,4 @@ def test_the_opaque_route_exports_pytorch_ops_too(monkeypatch: pytest.MonkeyPatc
     nodes = autocastgen._export.program.unguarded(baked).graph.nodes
     assert not any(getattr(n.target, "namespace", None) == "autocastgen" for n in nodes)
     (out,) = autocastgen.export_onnx(baked).run(x)
-    assert torch.equal(out.float(), ds.references(model, x, torch.bfloat16, policy)["eager"])
+    assert_exact(out, ds.references(model, x, torch.bfloat16, policy)["eager"])

@@ -26,6 +26,7 @@ from autocastgen._export import program as export_program  # noqa: E402
 from autocastgen.deploy._onnx import elem_types  # noqa: E402
 from autocastgen.deploy._onnx import kernels as onnx_kernels  # noqa: E402
 from autocastgen.deploy._onnx import passes as onnx_pass  # noqa: E402
+from exact import assert_exact, exact  # noqa: E402
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -52,7 +53,7 @@ def case(name: str, dtype: str, baked: str) -> tuple:
 def test_the_eight_graphs_run_in_onnxruntime_as_eager_ran_them(name: str, dtype: str, baked: str) -> None:
     model, x, refs, program, export = case(name, dtype, baked)
     # autocastgen.export, and the policy decomposed under a scope in forward, bake eager's casts bit for bit.
-    assert torch.equal(ds.first(program.module()(x)).float(), refs["eager"])
+    assert_exact(ds.first(program.module()(x)), refs["eager"])
     onnx.checker.check_model(export.model, full_check=True)
     (out,) = export.run(x)
     assert out.dtype == torch.float32
@@ -60,7 +61,7 @@ def test_the_eight_graphs_run_in_onnxruntime_as_eager_ran_them(name: str, dtype:
     assert ds.distance(out, refs["eager"]) < ds.distance(out, refs["default"])
     if name == "block":
         # Every op with a low-precision result ends in one rounding, as eager's do: the same bits.
-        assert torch.equal(out, refs["eager"])
+        assert_exact(out, refs["eager"])
     else:
         # LayerNorm and softmax compute in float32, in ONNX Runtime's own order.
         assert ds.distance(out, refs["eager"]) < 1e-7
@@ -76,7 +77,7 @@ def test_without_the_pass_onnxruntime_refuses_or_drops_the_rounding() -> None:
     # casts between them, so its result leaves eager's.
     model, x, refs, program, _ = case("block", "float16", "baked")
     (out,) = autocastgen.export_onnx(program, no_kernel="keep").run(x)
-    assert not torch.equal(out, refs["eager"])
+    assert out.dtype == refs["eager"].dtype and not exact(out, refs["eager"])
 
 
 def test_mixed_layernorm_operands_computed_in_float32() -> None:
@@ -127,7 +128,7 @@ def test_a_rounding_between_two_float32_nodes_survives_onnxruntime() -> None:
             options = onnxruntime.SessionOptions()
             options.graph_optimization_level = level
             session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-            assert torch.equal(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), x.to(dtype).float() * 2)
+            assert_exact(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), x.to(dtype).float() * 2)
 
 
 def test_wasted_casts_finds_a_rounding_of_a_rounded_value() -> None:
@@ -164,7 +165,8 @@ def test_an_input_cast_up_reuses_the_programs_cast_of_that_value() -> None:
     assert [n.name for n in model.graph.node if n.op_type == "Cast" and n.input[0] == "x"] == ["programs_cast"]
     x = torch.tensor([2.0, 3.0, 0.1, 1e-4, 60000.0], dtype=torch.float16)
     root, twice = autocastgen.OnnxExport(model, "CPUExecutionProvider").run(x)
-    assert torch.equal(root, torch.sqrt(x)) and torch.equal(twice, x.float() * 2)
+    assert_exact(root, torch.sqrt(x))
+    assert_exact(twice, x.float() * 2)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -192,7 +194,8 @@ def test_elementwise_chains_round_after_every_op_bit_for_bit() -> None:
         eager = Chain()(x, y)
         export = autocastgen.export_onnx(ds.baked_program(Chain(), (x, y), dtype=dtype))
         (out,) = export.run(x, y)
-        assert out.dtype == dtype and torch.equal(out, eager)
+        assert out.dtype == dtype
+        assert_exact(out, eager)
         assert {n.op for n in export.in_float32} >= {"Sqrt", "Mul", "Div", "Exp"}
 
 
@@ -220,8 +223,8 @@ def test_a_module_is_baked_by_autocastgen_export_and_its_record_kept() -> None:
     direct = autocastgen.export_onnx(model, (x,), device="cpu", dtype=torch.bfloat16, policy=ds.POLICY)
     baked = autocastgen.export_onnx(ds.baked_program(model, (x,), dtype=torch.bfloat16))
     (out,) = direct.run(x)
-    assert torch.equal(out, refs["eager"])
-    assert torch.equal(out, baked.run(x)[0])
+    assert_exact(out, refs["eager"])
+    assert_exact(out, baked.run(x)[0])
     props = {p.key: p.value for p in direct.model.metadata_props}
     record = autocastgen.export(model, (x,), device="cpu", dtype=torch.bfloat16,
                                 policy=ds.POLICY).graph_module.meta["custom"]["autocastgen"]

@@ -23,13 +23,16 @@ BUILD = Path(os.environ.get("AUTOCASTGEN_BUILD_DIR", ROOT / "build"))
 
 
 def setup_package_path() -> None:
-    """The build tree's package first on sys.path (ctest sets AUTOCASTGEN_BUILD_DIR)."""
+    """The build tree's package first on sys.path (ctest sets AUTOCASTGEN_BUILD_DIR), and the tests'
+    shared support modules (tests/python: exact.py); spawned ranks inherit the path."""
     if not (BUILD / "python" / "autocastgen" / "distributed" / "__init__.py").is_file():
         if "AUTOCASTGEN_BUILD_DIR" in os.environ:
             raise RuntimeError(f"{BUILD} has no python/autocastgen/distributed: build the autocastgen_python target")
         pytest.skip(f"{BUILD} is not built", allow_module_level=True)
     if str(BUILD / "python") not in sys.path:
         sys.path.insert(0, str(BUILD / "python"))
+    if str(ROOT / "tests" / "python") not in sys.path:
+        sys.path.append(str(ROOT / "tests" / "python"))
     os.environ.setdefault("AUTOCASTGEN_RUNTIME_TORCH_LIB", str(BUILD / "lib" / "libautocastgen_runtime_torch.so"))
     if not torch.distributed.is_available():
         pytest.skip("this torch has no torch.distributed", allow_module_level=True)

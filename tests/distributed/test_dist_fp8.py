@@ -25,6 +25,8 @@ import torch
 
 dist_harness.setup_package_path()
 
+from exact import assert_exact  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[1] / "fp8" / "data"
 POLICY = DATA / "fp8_cpu.yaml"
 DELAYED = DATA / "fp8_cpu_delayed.yaml"
@@ -39,10 +41,6 @@ def _mlp(hidden: int = 64) -> torch.nn.Module:
 
 def _close(a: torch.Tensor, b: torch.Tensor, rel: float) -> bool:
     return float((a.float() - b.float()).abs().max()) <= rel * float(b.float().abs().max())
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8)
 
 
 def _linear_ran_in(stats) -> dict:
@@ -64,16 +62,15 @@ def ops_part(rank: int, world: int, mesh) -> None:
         expect = ref_data if isinstance(placement, Replicate) else ref_data.chunk(world, placement.dim)[rank]
         data, inv = ops.fp8_quantize(distribute_tensor(full, mesh, [placement]), E4M3)
         assert data.placements == (placement,) and inv.placements == (Replicate(),), (data.placements, inv.placements)
-        assert torch.equal(_bits(data.to_local()), _bits(expect)), placement
-        assert torch.equal(inv.to_local(), ref_inv), (placement, inv.to_local(), ref_inv)
+        assert_exact((data.to_local(), inv.to_local()), (expect, ref_inv), placement)
         weight = torch.nn.Parameter(distribute_tensor(full, mesh, [placement]))
         wdata, winv = ops.fp8_quantize_weight(weight, E4M3)
-        assert torch.equal(_bits(wdata.to_local()), _bits(expect)) and torch.equal(winv.to_local(), ref_inv), placement
+        assert_exact((wdata.to_local(), winv.to_local()), (expect, ref_inv), placement)
     # A Partial tensor (each rank holds a summand) is quantised as its sum.
     part = full / world
     data, inv = ops.fp8_quantize(DTensor.from_local(part, mesh, [Partial()], run_check=False), E4M3)
     expect_data, expect_inv = ops.fp8_quantize(part * world, E4M3)
-    assert torch.equal(_bits(data.to_local()), _bits(expect_data)) and torch.equal(inv.to_local(), expect_inv)
+    assert_exact((data.to_local(), inv.to_local()), (expect_data, expect_inv))
 
     # The GEMM op on DTensors: colwise (x Replicate, weight Shard(0)) gives one process's output bit
     # for bit; rowwise (both Shard(1)) sums per-rank float32 products; a layout that would move fp8
@@ -86,7 +83,7 @@ def ops_part(rank: int, world: int, mesh) -> None:
         weight = torch.nn.Parameter(distribute_tensor(w, mesh, [pw]))
         return ops.fp8_linear(distribute_tensor(x, mesh, [px]), weight, None, out_dtype=torch.float32).full_tensor()
 
-    assert torch.equal(linear(Replicate(), Shard(0)), ref)
+    assert_exact(linear(Replicate(), Shard(0)), ref)
     assert _close(linear(Shard(1), Shard(1)), ref, 1e-5)
     try:
         linear(Shard(0), Shard(0))
@@ -242,17 +239,17 @@ def fsdp_exact_part(rank: int, world: int) -> None:
     want = _fsdp_mlp_losses(rank, clear_before_forward=True, compiled=False)
     for run in range(5):
         got = _fsdp_mlp_losses(rank, clear_before_forward=False, compiled=False)
-        assert torch.equal(got, want), (rank, run, got.tolist(), want.tolist())
+        assert_exact(got, want, (rank, run))
     # Compiled (aot_eager: the same kernels as eager, Note [fp8 under tracing]): the same bits.
     for run in range(2):
         got = _fsdp_mlp_losses(rank, clear_before_forward=False, compiled=True)
-        assert torch.equal(got, want), (rank, "compiled", run, got.tolist(), want.tolist())
+        assert_exact(got, want, (rank, "compiled", run))
     # float8 all-gather (Note [float8 all-gather]): each rank quantises its shard with the whole
     # weight's scale, so the gathered float8 weights, and the losses, are the plain path's bit for bit,
     # with the scales precomputed in one all-reduce per step or all-reduced per weight at the gather.
     for precompute in (True, False):
         got = _fsdp_mlp_losses(rank, float8_all_gather=True, precompute=precompute)
-        assert torch.equal(got, want), (rank, "float8 all-gather", precompute, got.tolist(), want.tolist())
+        assert_exact(got, want, (rank, "float8 all-gather", precompute))
 
 
 def worker(rank: int, world: int) -> None:

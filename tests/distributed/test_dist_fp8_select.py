@@ -18,6 +18,8 @@ import torch
 
 dist_harness.setup_package_path()
 
+from exact import assert_exact  # noqa: E402
+
 POLICY = """\
 autocast:
   device: cpu
@@ -75,7 +77,7 @@ def _agree_case(rank: int, world: int, folder: str, one_file: bool) -> None:
     (decision,) = autocastgen.fp8_selections()
     assert (decision["fp8_ms"], decision["lower_ms"], decision["fp8"]) == (4.0, 3.0, False), decision
     assert decision["source"] == ("file" if one_file and rank == 1 else "measured"), decision
-    assert all(torch.equal(a, b) for a, b in zip(got, reference)), "the GEMM did not run as bfloat16 autocast"
+    assert_exact(got, reference, "the GEMM did not run as bfloat16 autocast")
     decisions = [None] * world
     torch.distributed.all_gather_object(decisions, (decision["fp8"], decision["fp8_ms"], decision["lower_ms"]))
     assert decisions[0] == decisions[1], decisions

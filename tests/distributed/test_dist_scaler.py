@@ -18,6 +18,8 @@ import torch
 
 dist_harness.setup_package_path()
 
+from exact import assert_exact  # noqa: E402
+
 STEPS = 40
 # step -> (rank whose shard gets the value, parameter index, value)
 PLANTED = {3: (1, 0, float("inf")), 7: (0, 4, float("nan")), 8: (1, 5, float("-inf")), 19: (0, 2, float("inf")),
@@ -84,7 +86,7 @@ def fsdp_worker(rank: int, world: int) -> None:
         for kind, model, _, scaler in runs[1:]:
             assert scaler.get_scale() == ref[3].get_scale(), (kind, step)
             for p, q in zip(ref[1].parameters(), model.parameters()):
-                assert torch.equal(p.to_local(), q.to_local()), (kind, step, rank)
+                assert_exact(p.to_local(), q.to_local(), (kind, step, rank))
     assert runs[0][3].get_scale() != 2.0**12  # the scale moved both ways on the way
     for _, model, _, _ in runs:
         assert all(torch.isfinite(p.to_local()).all() for p in model.parameters())
@@ -114,7 +116,7 @@ def ddp_worker(rank: int, world: int) -> None:
             assert (scaler.get_scale() == before / 2) == (step in PLANTED), (step, rank)
         assert runs[0][2].get_scale() == runs[1][2].get_scale()
         for p, q in zip(runs[0][0].parameters(), runs[1][0].parameters()):
-            assert torch.equal(p, q), (step, rank)
+            assert_exact(p, q, (step, rank))
 
 
 def worker(rank: int, world: int) -> None:

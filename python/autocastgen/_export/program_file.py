@@ -232,6 +232,8 @@ class _Archive:
             payload_config = _dict_to_dataclass(
                 schema.PayloadConfig, self.json(config_name, _CONFIG_BYTES))
             config: dict[str, Any] = payload_config.config
+            if not isinstance(config, dict):  # the schema's reader takes any value for a field
+                raise TypeError(f"its config is a {type(config).__name__}, not a dict")
         except ProgramFileError:
             raise
         except Exception as error:  # noqa: BLE001 - a malformed config, in the schema reader's words
@@ -252,6 +254,8 @@ class _Archive:
                                  "trusted=True)")
             if meta.tensor_meta is None:
                 raise self.error(f"{config_name}: {name!r} has no tensor_meta")
+            if not isinstance(meta.tensor_meta.requires_grad, bool):
+                raise self.error(f"{config_name}: {name!r} has a requires_grad that is not a bool")
             if meta.use_pickle and weights:
                 value = self.unpickle(member, budget, "a pickled tensor")
                 if not isinstance(value, torch.Tensor):
@@ -350,6 +354,8 @@ def _layout(tensor_meta: Any, error: Any, member: str) -> tuple[torch.dtype, lis
         dtype = deserialize_scalar_type(tensor_meta.dtype)
     except Exception:  # noqa: BLE001 - an unknown scalar type's number
         raise error(f"{member}: unknown dtype {tensor_meta.dtype!r}") from None
+    if not (isinstance(tensor_meta.sizes, list) and isinstance(tensor_meta.strides, list)):
+        raise error(f"{member}: a stored tensor's sizes and strides must be lists")
     sizes = [integer(size, "size") for size in tensor_meta.sizes]
     strides = [integer(stride, "stride") for stride in tensor_meta.strides]
     if len(sizes) != len(strides):
@@ -379,10 +385,18 @@ def _what(name: str) -> str:
 
 def _unpickler_reason(error: BaseException) -> str:
     """The weights-only unpickler's own reason (which global it refused), without PyTorch's advice
-    around it: the paragraph after its opening one."""
-    paragraphs = [part.strip() for part in str(error).split("\n\n") if part.strip()]
-    if len(paragraphs) > 1 and paragraphs[0].startswith("Weights only load failed"):
-        return paragraphs[1].splitlines()[0].removeprefix("WeightsUnpickler error: ").rstrip(".")[:300]
+    around it: what follows its "WeightsUnpickler error:" to the end of that sentence, else the
+    first paragraph after the opening one that is not the pointer to the documentation."""
+    text = str(error)
+    if not text.startswith("Weights only load failed"):
+        return _first_line(error)
+    for line in text.splitlines():
+        _, marker, reason = line.partition("WeightsUnpickler error: ")
+        if marker and reason.strip():
+            return reason.strip().split(". ")[0].rstrip(".")[:300]
+    for paragraph in [part.strip() for part in text.split("\n\n") if part.strip()][1:]:
+        if not paragraph.startswith("Check the documentation"):
+            return paragraph.splitlines()[0].rstrip(".")[:300]
     return _first_line(error)
 
 
@@ -422,7 +436,8 @@ def _is_operator(name: str) -> bool:
 def _check_graph(document: Any, error: Any) -> None:
     """Every node's operator is PyTorch's and every shape expression only arithmetic, before
     PyTorch's deserializer resolves or sympifies any of them."""
-    graph = document.get("graph_module", {}).get("graph") if isinstance(document, dict) else None
+    module = document.get("graph_module") if isinstance(document, dict) else None
+    graph = module.get("graph") if isinstance(module, dict) else None
     if not isinstance(graph, dict):
         raise error("no graph_module.graph: not a program's graph")
     for where, value in _walk(document, "graph"):

@@ -115,6 +115,7 @@ def test_the_target_is_a_device_type_and_a_lower_precision() -> None:
 
 @pytest.mark.parametrize(("version", "why"), [
     ("2.15.0", None), ("2.15.0+cpu", None), ("2.16.1", None), ("3.0.0", None), ("2.15.0a0+git1234", None),
+    ("2.16+cpu", None),
     ("2.14.9", "autocastgen.export is verified with PyTorch 2.15 and later; this is 2.14.9"),
     ("2.7.1+cpu", "autocastgen.export is verified with PyTorch 2.15 and later; this is 2.7.1+cpu"),
     ("1.99.0", "autocastgen.export is verified with PyTorch 2.15 and later; this is 1.99.0"),
@@ -268,3 +269,45 @@ def test_a_file_is_read_as_data_unless_trusted(float32: torch.export.ExportedPro
         with pytest.raises(autocastgen.ProgramFileError, match="is a custom object"):
             call()
         assert call(trusted=True)
+
+
+def test_pytorchs_lists_decide_in_the_dtype_given(float32: torch.export.ExportedProgram) -> None:
+    # Without a policy, PyTorch's own autocast kernels decide, in torch.autocast's dtype: float16 here.
+    model, x = small()
+    baked = autocastgen.apply_policy(float32, device="cpu", dtype=torch.float16)
+    assert_exact(baked.module()(x), eager(model, x, torch.float16, None))
+    assert the_record(baked)["stored_in_lower_precision"]["fc1.weight"] == "float16"
+
+
+class Branching(torch.nn.Module):
+    """Python that looks at the autocast state, and a keyword argument."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, *, shift: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x) + shift
+        if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16:
+            y = y * 2  # eager under float16 autocast takes this branch
+        return y
+
+
+def test_the_model_is_traced_as_eager_runs_it() -> None:
+    # The model's Python sees eager's autocast state (Note [exporting as eager runs]), and its
+    # keyword arguments reach torch.export.
+    model, x, shift = Branching(), torch.randn(3, 8), torch.randn(4)
+    program = autocastgen.export(model, (x,), {"shift": shift}, device="cpu", dtype=torch.float16)
+    with torch.autocast("cpu", dtype=torch.float16):
+        want = model(x, shift=shift)
+    assert_exact(program.module()(x, shift=shift), want)
+
+
+def test_the_refusal_names_every_policy_of_the_record(float32: torch.export.ExportedProgram) -> None:
+    autocastgen.load_policy(POLICY, name="mine.yaml")
+    baked = autocastgen.apply_policy(float32, device="cpu", dtype=torch.bfloat16, policy=PLACES)
+    with pytest.raises(autocastgen.ExportError) as error:
+        autocastgen.apply_policy(baked, device="cpu", dtype=torch.bfloat16)
+    assert str(error.value) == ("autocastgen.apply_policy: the program already carries a policy (mine.yaml, <string>, "
+                                "cpu bfloat16); apply a policy to its float32 program instead")

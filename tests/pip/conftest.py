@@ -3,10 +3,12 @@ install it] in pipvenv.py): one wheel per run, one venv per release it holds, ea
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
-from pipvenv import build_wheel, make_venv, wheel_releases
+from pipvenv import TIMES, build_wheel, make_venv, torch_alone_venv, wheel_releases
 
 RELEASES, OUTSIDE = wheel_releases()
 
@@ -27,3 +29,26 @@ def venv(request, wheel, tmp_path_factory) -> dict[str, Path]:
 def outside_venv(wheel, tmp_path_factory) -> dict[str, Path]:
     """The same for a release the wheel does not hold."""
     return make_venv(tmp_path_factory.mktemp(f"pip-{OUTSIDE}"), wheel, OUTSIDE, no_deps=True)
+
+
+@pytest.fixture(scope="session")
+def outside_torch_alone(tmp_path_factory) -> dict[str, object]:
+    """A venv of that release with torch alone and no wheel yet: where pip judges the wheel's
+    Requires-Dist (an installed wheel of the same version would make pip judge nothing)."""
+    root = tmp_path_factory.mktemp(f"bare-{OUTSIDE}")
+    made = torch_alone_venv(root, OUTSIDE)
+    (root / "outside").mkdir()
+    return {**made, "work": root / "outside"}
+
+
+_STARTED = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where the pip test's time went, printed and written to $AUTOCASTGEN_PIP_TIMES (scripts/test prints it)."""
+    lines = [f"{seconds:7.0f} s  {what}" for what, seconds in TIMES]
+    lines.append(f"{time.monotonic() - _STARTED:7.0f} s  the pip test in all")
+    for line in lines:
+        terminalreporter.write_line(f"pip test: {line}")
+    if os.environ.get("AUTOCASTGEN_PIP_TIMES"):
+        Path(os.environ["AUTOCASTGEN_PIP_TIMES"]).write_text("".join(f"{line}\n" for line in lines))

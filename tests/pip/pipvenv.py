@@ -64,7 +64,9 @@ def wheel_releases() -> tuple[list[str], str]:
         sys.path.insert(0, str(REPO / "tests" / "python"))
         from rotation import MAX_STEP, test_command_parts
 
+        listed = torch_releases("list").split()
         candidates = [v for v in torch_releases("list", "--headers").split() if v != PINNED]
+        candidates.insert(0, listed[listed.index(candidates[0]) - 1])  # the one before, outside any wheel
         index = int(os.environ.get("AUTOCASTGEN_ROTATION_INDEX", "0"))
         # The pip test's turns are the sanitizers' (an even block): the nearest at or before the index.
         at = index - index % (2 * MAX_STEP)
@@ -81,13 +83,20 @@ def python_with(release: str) -> Path:
     return Path(torch_releases("venv", release))
 
 
+# Where the pip test's time goes: (what, seconds), in order; conftest.py writes them to
+# $AUTOCASTGEN_PIP_TIMES, whose lines scripts/test prints with its phases.
+TIMES: list[tuple[str, float]] = []
+
+
 def build_wheel(releases: list[str], out: Path) -> Path:
     """scripts/wheel for ``releases``, or $AUTOCASTGEN_WHEEL when a run gives one already built."""
     given = os.environ.get("AUTOCASTGEN_WHEEL")
     if given:
         return Path(given)
+    started = time.monotonic()
     done = run([sys.executable, REPO / "scripts" / "wheel", "--torch", ",".join(releases), "--out", out], cwd=REPO,
                timeout=3600)
+    TIMES.append((f"scripts/wheel --torch {','.join(releases)}", time.monotonic() - started))
     (out / "wheel.log").write_text(done.stderr)
     return Path(done.stdout.strip().splitlines()[-1])
 
@@ -150,7 +159,10 @@ def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False) -> d
     """A torch-alone venv of ``release`` with the wheel pip-installed (no index, no build tools);
     ``no_deps``: installed whatever its Requires-Dist says of this torch, as after a user's later
     ``pip install torch==...`` (pip says the requirement is not met, and goes on)."""
+    started = time.monotonic()
     made = torch_alone_venv(root, release)
+    TIMES.append((f"a venv of torch {release} alone (from PyPI, once: scripts/torch-releases venv)",
+                  time.monotonic() - started))
     python = made["python"]
     started = time.monotonic()
     install = run([python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check",
@@ -158,6 +170,7 @@ def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False) -> d
     seconds = time.monotonic() - started
     (root / "pip-install.log").write_text(f"{seconds:.1f} s\n" + install.stdout + install.stderr)
     print(f"pip install of {wheel.name} into a torch {release} venv: {seconds:.1f} s")
+    TIMES.append((f"pip install of the wheel beside torch {release}", seconds))
     work = root / "outside"  # every command of the tests runs here, outside the clone
     work.mkdir()
     return {"python": python, "script": python.parent / "autocastgen", "package": made["site"] / "autocastgen",

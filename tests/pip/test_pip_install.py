@@ -37,11 +37,15 @@ def test_wheel_holds_one_runtime_per_release(wheel):
     for name in names:
         assert not Path(name).name.startswith(("libtorch", "libc10", "libcudart")), name
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
-    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    # torch alone, in the range of the runtimes inside; the training frameworks only with their extras.
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "; extra ==" not in line]
     ordered = sorted(RELEASES, key=lambda r: tuple(map(int, r.split("."))))
     high = minor(ordered[-1])
     next_minor = f"{high.split('.')[0]}.{int(high.split('.')[1]) + 1}"
     assert requires == [f"Requires-Dist: torch>={minor(ordered[0])},<{next_minor}"], requires
+    extras = {line.split('extra == "')[1].rstrip('"') for line in metadata.splitlines()
+              if line.startswith("Requires-Dist:") and "; extra ==" in line}
+    assert extras == {"transformers", "accelerate", "lightning"}, metadata
 
 
 def test_installed_without_yaml_or_build_tools(venv):
@@ -75,20 +79,36 @@ def test_installed_layout(venv):
     assert REPO not in package.parents, package
 
 
+# The integrations' modules import their training framework, which torch alone lacks: importing one
+# says which extra installs it (docs/training.md).
+NEEDS_EXTRA = {"autocastgen.integrations.lightning": "autocastgen[lightning]",
+               "autocastgen.integrations.transformers": "autocastgen[transformers]"}
+
+
 def test_every_module_imports_without_build_tools(venv):
     """Every module of the package imports with torch alone (the optional ONNX packages are asked for
-    when used, docs/python.md)."""
-    script = textwrap.dedent("""\
+    when used, docs/python.md), but the integrations' modules, which name the extra to install."""
+    script = textwrap.dedent(f"""\
         import importlib, pkgutil, autocastgen
         names = [m.name for m in pkgutil.walk_packages(autocastgen.__path__, "autocastgen.")]
         for name in names:
             if name.endswith("__main__"):
                 continue
-            importlib.import_module(name)
+            extra = {NEEDS_EXTRA!r}.get(name)
+            try:
+                importlib.import_module(name)
+            except ImportError as error:
+                if extra is None or f"pip install {{extra}}" not in str(error):
+                    raise
+                print("needs", extra)
+            else:
+                assert extra is None, name + " imported without its framework"
         print(len(names))
         """)
     done = _run([venv["python"], "-c", script], cwd=venv["work"], env=user_env(venv))
-    assert int(done.stdout.strip()) > 40, done.stdout
+    lines = done.stdout.split()
+    assert int(lines[-1]) > 40, done.stdout
+    assert done.stdout.count("needs ") == len(NEEDS_EXTRA), done.stdout
 
 
 def test_version_names_package_and_runtime(venv):
@@ -135,8 +155,8 @@ def pip_beside_its_torch(venv, wheel: Path) -> tuple[str, subprocess.CompletedPr
     return version, done
 
 
-def test_pip_refuses_the_wheel_for_a_release_outside_it(outside_venv, wheel):
-    version, done = pip_beside_its_torch(outside_venv, wheel)
+def test_pip_refuses_the_wheel_for_a_release_outside_it(outside_torch_alone, wheel):
+    version, done = pip_beside_its_torch(outside_torch_alone, wheel)
     assert version.split("+")[0] == OUTSIDE, (version, OUTSIDE)
     assert done.returncode == 1, (done.stdout, done.stderr)
     # The refusal is the conflict of the wheel's range with this torch, not a torch that cannot be found.

@@ -107,8 +107,10 @@ HEADER_CHECKS_PER_RUN = 2
 def test_command_parts(at: int, others: Sequence[str], header_candidates: Sequence[str],
                        pip_candidates: Sequence[str]) -> dict[str, list[str]]:
     """What scripts/test's run of index `at` adds to the default build: its sanitizer presets, the
-    other installed release it builds fully, the releases it header-checks, and the second release of
-    the pip test's wheel (and the one outside it) where the pip test runs."""
+    other installed release it builds fully, the releases it header-checks, and where the pip test
+    runs, the second release of its wheel and the one just before it, outside the wheel's range (so
+    pip refuses the wheel beside it): `pip_candidates` are the releases oldest first, the first of
+    them older than any the wheel may hold."""
     block = at // MAX_STEP
     (turn,) = window(at, len(TURNS), 1)
     sanitizers = list(TURNS[turn])
@@ -116,9 +118,9 @@ def test_command_parts(at: int, others: Sequence[str], header_candidates: Sequen
     full_builds = [] if sanitizers or not others else [others[(block // 2) % len(others)]]
     headers = [header_candidates[i] for i in window(at, len(header_candidates), HEADER_CHECKS_PER_RUN)]
     pip: list[str] = []
-    if sanitizers and pip_candidates:  # the sanitizer turns are the even blocks: block div 2 counts them
-        second = (block // 2) % len(pip_candidates)
-        pip = [pip_candidates[second], pip_candidates[(second + 1) % len(pip_candidates)]]
+    if sanitizers and len(pip_candidates) > 1:  # the sanitizer turns are the even blocks: block div 2 counts them
+        second = 1 + (block // 2) % (len(pip_candidates) - 1)
+        pip = [pip_candidates[second], pip_candidates[second - 1]]
     return {"sanitizers": sanitizers, "full_builds": full_builds, "header_checks": headers, "pip": pip}
 
 

@@ -252,14 +252,17 @@ def test_the_scalers_tensors_are_its_own_whatever_the_defaults() -> None:
 # -- which entry the unscale takes ------------------------------------------------------------------
 
 class Recording:
-    """autocastgen._C with its unscale entry's calls counted."""
+    """autocastgen._C with its unscale entry's calls counted, and those it did (it answers False for
+    what it leaves to torch.ops)."""
 
     def __init__(self, inner: object) -> None:
-        self.inner, self.calls = inner, 0
+        self.inner, self.calls, self.done = inner, 0, 0
 
     def non_finite_check_and_unscale_(self, grads: list, found: torch.Tensor, inv: torch.Tensor) -> bool:
         self.calls += 1
-        return self.inner.non_finite_check_and_unscale_(grads, found, inv)
+        done = self.inner.non_finite_check_and_unscale_(grads, found, inv)
+        self.done += done is True
+        return done
 
 
 def test_the_unscale_takes_the_direct_entry_in_eager_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -276,10 +279,21 @@ def test_the_unscale_takes_the_direct_entry_in_eager_only(monkeypatch: pytest.Mo
 
     want = (torch.tensor([2.0, INF]), torch.ones(()))
     assert_exact(unscale(), want)
-    assert recording.calls == 1
+    assert recording.calls == 1 and recording.done == 1
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
     assert_exact(unscale(), want)
     assert recording.calls == 1
     monkeypatch.setattr(torch.compiler, "is_compiling", lambda: False)
     monkeypatch.setattr(_grad_scaler, "_C", None)
     assert_exact(unscale(), want)
+
+
+def test_which_cuda_device_is_asked_whether_our_kernels_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The device's own index, or the current device's for "cuda"; never asked for the CPU.
+    asked: list[int] = []
+    monkeypatch.setattr(_grad_scaler, "cuda_kernels_missing", lambda index: asked.append(index) or None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert _grad_scaler.pytorch_kernels_instead(torch.device("cuda", 1)) is False
+    assert _grad_scaler.pytorch_kernels_instead(torch.device("cuda")) is False
+    assert _grad_scaler.pytorch_kernels_instead(torch.device("cpu")) is False
+    assert asked == [1, 3]

@@ -164,8 +164,7 @@ def test_without_weights_every_tensor_is_a_meta_tensor_of_its_shape(small: pathl
 
 
 def test_trusted_is_pytorchs_own_loader(small: pathlib.Path, tmp_path: pathlib.Path, monkeypatch) -> None:
-    # A program only pickle reads (a constant that is a custom object) reads when trusted, with
-    # torch.export.load; untrusted by default.
+    # trusted=True hands the file to torch.export.load as it is; by default it is never called.
     calls: list[str] = []
     real = torch.export.load
     monkeypatch.setattr(torch.export, "load", lambda path, *a, **k: calls.append(path) or real(path, *a, **k))

@@ -14,6 +14,7 @@ repr, so nan equals nan and -0.0 differs from 0.0). A difference names its path 
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,24 @@ def assert_exact(got: Any, want: Any, what: object = "", *, strides: bool = Fals
     if found is not None:
         label = str(what)
         raise AssertionError(f"{label}: {found}" if label else found)
+
+
+def units_apart(got: torch.Tensor, want: torch.Tensor) -> float:
+    """How far two floating tensors of the same dtype, shape and device type (checked first, as
+    exactness checks them) are apart at most, in units in the last place of `want`'s dtype at its
+    largest magnitude: for a result whose arithmetic is by nature another implementation's, beside
+    the exactness of everything else. NaNs must be NaNs on both sides."""
+    for attribute in ("dtype", "shape"):
+        assert getattr(got, attribute) == getattr(want, attribute), (attribute, getattr(got, attribute),
+                                                                     getattr(want, attribute))
+    assert got.device.type == want.device.type and want.is_floating_point(), (got.device, want.dtype)
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), "NaNs differ in place"
+    finite = want.detach().double().masked_fill(nan, 0.0)
+    largest = float(finite.abs().max()) if finite.numel() else 0.0
+    unit = torch.finfo(want.dtype).eps * 2.0 ** math.floor(math.log2(largest)) if largest else torch.finfo(want.dtype).tiny
+    apart = (got.detach().double().masked_fill(nan, 0.0) - finite).abs()
+    return float(apart.max()) / unit if apart.numel() else 0.0
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

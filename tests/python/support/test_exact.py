@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from exact import CHILD_IMPORT, assert_exact, difference, exact
+from exact import CHILD_IMPORT, assert_exact, difference, exact, units_apart
 
 VALUES = torch.tensor([[1.0, -2.5, 3.0], [0.5, 4.0, -1.0]])
 
@@ -107,3 +107,23 @@ def test_a_child_process_without_tests_python_on_its_path_imports_it() -> None:
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_units_apart_measures_at_the_largest_magnitude_and_checks_the_rest(dtype: torch.dtype) -> None:
+    want = torch.tensor([0.75, -0.5, 0.0, 1e-3, math.nan], dtype=dtype)
+    eps = torch.finfo(dtype).eps
+    assert units_apart(want.clone(), want) == 0.0
+    # One unit at the largest magnitude (0.75, in [0.5, 1)): eps / 2, wherever it lands.
+    got = want.clone()
+    got[3] = got[3] + eps / 2
+    assert units_apart(got, want) == pytest.approx(1.0, rel=0.02)
+    got = want.clone()
+    got[0] = torch.nextafter(got[0:1], torch.ones(1, dtype=dtype))[0]
+    assert units_apart(got, want) == 1.0
+    with pytest.raises(AssertionError, match="dtype"):
+        units_apart(want, want.double() if dtype != torch.float64 else want.float())
+    with pytest.raises(AssertionError, match="shape"):
+        units_apart(want, want[:3])
+    with pytest.raises(AssertionError, match="NaNs differ"):
+        units_apart(want.nan_to_num(0.0), want)

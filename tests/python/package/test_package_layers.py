@@ -634,7 +634,13 @@ for name in {modules!r}:
         continue  # a framework not installed here: said above
     module = importlib.import_module(name)
     for public in getattr(module, "__all__", ()):
-        value = getattr(module, public)
+        try:
+            value = getattr(module, public)
+        except ImportError as error:
+            # a framework's class, asked for where the framework is not installed: says its extra
+            if not any(f"pip install {{extra}}" in str(error) for extra in {NEEDS_EXTRA!r}.values()):
+                bad.append(f"{{name}}.{{public}}: {{type(error).__name__}}: {{error}}")
+            continue
         if isinstance(value, types.ModuleType) and value.__name__ != f"{{name}}.{{public}}":
             bad.append(f"{{name}}.{{public}} is the module {{value.__name__}}")
     if name == "autocastgen" and not callable(module.advise):
@@ -654,6 +660,9 @@ for path in {names!r}:
             value = getattr(value, part)
     except AttributeError:
         bad.append(f"documented {{path}} does not resolve")
+    except ImportError as error:
+        if not any(f"pip install {{extra}}" in str(error) for extra in {NEEDS_EXTRA!r}.values()):
+            bad.append(f"documented {{path}}: {{type(error).__name__}}: {{error}}")
 for run in {runs!r}:
     spec = importlib.util.find_spec(run)
     if spec is None or (spec.submodule_search_locations is not None

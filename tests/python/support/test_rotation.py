@@ -120,6 +120,7 @@ def parts_of_the_test_command() -> list[tuple[str, str, int]]:
     cases += [("full_builds", release, 2 * len(OTHERS)) for release in OTHERS]
     cases += [("header_checks", release, len(HEADERS) // rotation.HEADER_CHECKS_PER_RUN) for release in HEADERS]
     cases += [("pip", release, 2 * (len(PIP) - 1)) for release in PIP[1:]]  # PIP[0]: only ever outside
+    cases += [("long_tests", name, len(rotation.TURNS)) for group in rotation.LONG_TESTS for name in group]
     return cases
 
 
@@ -145,3 +146,13 @@ def test_a_run_takes_one_turn_and_the_pip_test_beside_the_sanitizers() -> None:
         if parts["pip"]:
             second, outside = parts["pip"]
             assert PIP.index(outside) == PIP.index(second) - 1  # older than any release in the wheel
+
+
+def test_each_long_suite_is_in_one_group_and_a_run_leaves_out_the_others() -> None:
+    names = [name for group in rotation.LONG_TESTS for name in group]
+    assert len(names) == len(set(names)), "a long suite in two groups"
+    assert len(rotation.LONG_TESTS) == len(rotation.TURNS)
+    for at in range(0, 8 * MAX_STEP, 5):
+        parts = rotation.test_command_parts(at, OTHERS, HEADERS, PIP)
+        assert parts["long_tests"] and not set(parts["long_tests"]) & set(parts["long_tests_left_out"])
+        assert sorted(parts["long_tests"] + parts["long_tests_left_out"]) == sorted(names)

@@ -96,41 +96,43 @@ def rotating(cases: Sequence[T], per_run: int, *, always: Sequence[T] = ()) -> l
 
 # scripts/test's long parts take turns by the same blocks (index div MAX_STEP), so that what holds
 # for a test's cases holds for them: landings of up to MAX_STEP commits each run every part within
-# a bounded number of landings (test_rotation.py checks each part's bound). Four turns: the asan and
-# asan-torch presets, one other installed release's full build, the tsan preset, another release's;
-# the pip package's test runs beside the sanitizers, its second release taking turns over its own
-# candidates; one header check every run; a quarter of the long suites (LONG_TESTS) every run.
-TURNS = (("asan", "asan-torch"), (), ("tsan",), ())
+# a bounded number of landings (test_rotation.py checks each part's bound). Six turns: a sanitizer
+# preset (asan, asan-torch, tsan) in the even blocks, one other installed release's full build in
+# the odd ones; the pip package's test runs beside the sanitizers, its second release taking turns
+# over its own candidates; one header check every run; a sixth of the long suites (LONG_TESTS).
+TURNS = (("asan",), (), ("asan-torch",), (), ("tsan",), ())
 HEADER_CHECKS_PER_RUN = 1
 # The default build's long suites (ctest names) take the same turns, a group each: turn t runs
 # LONG_TESTS[t] and leaves the other groups out, and a release build's tests leave them all out
 # (they are end-to-end suites of features whose release-dependent parts the shorter tests load).
-# Each group is about a quarter of their 1,430 s (their wall times, with ctest -j 2 on a fresh
-# 2-core machine, 2026-12-07, in seconds), so a run spends about 360 s of CPU on them; every one
-# runs once in four blocks (test_rotation.py checks the bound, and scripts/test that each name is
-# a test of the build). A suite that takes 20 s or more belongs here unless it guards hostile input
-# or exactness that every landing must keep (test_program_file, test_export, the scaler's,
-# compile_policy's and the runtime policy's tests run every time).
+# Each group is about a sixth of their 1,430 s (their wall times, with ctest -j 2 on a fresh 2-core
+# machine, 2026-12-07, in seconds), so a run spends about 240 s of CPU on them; every one runs once
+# in six blocks (test_rotation.py checks the bound, and scripts/test that each name is a test of
+# the build). A suite of 20 s or more belongs here unless it guards hostile input or exactness that
+# every landing must keep (test_program_file, test_export, the scaler's, compile_policy's and the
+# runtime policy's tests run every time). The release turns' builds are 2.4 (old ABI: every file
+# compiled again), 2.7 and 2.11, always in turns 1, 3 and 5: turn 1 gets the lightest group.
 LONG_TESTS = (
-    # turn 0, beside asan, asan-torch and the pip test: 338 s
+    # turn 0, beside asan and the pip test: 230 s
     ("docs/test_doc_blocks",  # 191
-     "python/test_deploy_onnx", "audit.release_diff", "python/test_fp8_select",  # 47, 36, 26
      "distributed/test_dist_lightning", "release-matrix/policies/2.5", "release-matrix/policies/2.6"),  # 18, 10, 11
-    # turn 1, beside a release build: 364 s
-    ("python/test_export_corpus", "audit.import", "python/test_deploy_aoti",  # 148, 71, 49
-     "errors/audit/import", "python/test_trainer", "python/test_accelerate",  # 23, 21, 13
+    # turn 1, beside the 2.4 build: 205 s
+    ("python/test_export_corpus", "errors/audit/import", "python/test_trainer", "python/test_accelerate"),  # 148, 23, 21, 13
+    # turn 2, beside asan-torch and the pip test: 242 s
+    ("python/test_export_generation", "audit.import", "python/test_deploy_aoti",  # 83, 71, 49
      "release-matrix/policies/2.15", "release-matrix/policies/2.12"),  # 26, 13
-    # turn 2, beside tsan and the pip test: 355 s
-    ("python/test_export_generation", "python/test_export_custom_ops", "python/test_compile_insight",  # 83, 74, 55
-     "python/test_export_transformers_exporters", "distributed/test_dist_fp8_llama_2d",  # 41, 31
-     "python/test_deploy_fp8", "python/test_lightning",  # 22, 14
-     "release-matrix/policies/2.11", "release-matrix/policies/2.8"),  # 24, 11
-    # turn 3, beside a release build: 374 s
-    ("python/test_deploy_models", "consumer/install_build_run", "python/test_export_models",  # 66, 50, 46
-     "fp8/test_fp8_compile", "python/test_advise", "python/test_compile_policy_paths",  # 40, 31, 27
-     "distributed/test_dist_accelerate", "python/test_bake",  # 20, 19
-     "release-matrix/policies/2.4", "release-matrix/policies/2.7", "release-matrix/policies/2.9",  # 15, 13, 12
-     "release-matrix/policies/2.10", "release-matrix/policies/2.13", "release-matrix/policies/2.14"),  # 11, 13, 11
+    # turn 3, beside the 2.7 build: 239 s
+    ("python/test_export_custom_ops", "python/test_compile_insight", "python/test_export_transformers_exporters",  # 74, 55, 41
+     "distributed/test_dist_fp8_llama_2d", "python/test_lightning", "release-matrix/policies/2.11"),  # 31, 14, 24
+    # turn 4, beside tsan and the pip test: 236 s
+    ("python/test_deploy_models", "python/test_deploy_onnx", "audit.release_diff",  # 66, 47, 36
+     "python/test_fp8_select", "python/test_deploy_fp8",  # 26, 22
+     "release-matrix/policies/2.4", "release-matrix/policies/2.7", "release-matrix/policies/2.8"),  # 15, 13, 11
+    # turn 5, beside the 2.11 build: 270 s
+    ("consumer/install_build_run", "python/test_export_models", "fp8/test_fp8_compile",  # 50, 46, 40
+     "python/test_advise", "python/test_compile_policy_paths", "distributed/test_dist_accelerate",  # 31, 27, 20
+     "python/test_bake", "release-matrix/policies/2.9", "release-matrix/policies/2.10",  # 19, 12, 11
+     "release-matrix/policies/2.13", "release-matrix/policies/2.14"),  # 13, 11
 )
 
 

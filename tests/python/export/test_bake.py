@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import warnings
 
 import pytest
 import torch
@@ -29,6 +28,7 @@ require_built(BUILD, "python/autocastgen/__init__.py")
 
 import autocastgen  # noqa: E402
 from autocastgen._export import bake  # noqa: E402
+from eager_under_policy import eager  # noqa: E402
 from exact import assert_exact, exact  # noqa: E402
 from hostile_programs import corrupt_weights, needs_trust, rewrite  # noqa: E402
 
@@ -64,19 +64,6 @@ class Small(torch.nn.Module):
 def small() -> tuple[torch.nn.Module, torch.Tensor]:
     torch.manual_seed(1)
     return Small(), torch.randn(4, 8) * 3
-
-
-def eager(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype, policy: str | None) -> torch.Tensor:
-    """The model as eager code runs it under the policy: loaded, attached, inside torch.autocast."""
-    if policy is not None:
-        autocastgen.load_policy(policy)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="autocastgen.attach: .* matches no module")
-            with autocastgen.attach(model), torch.autocast("cpu", dtype=dtype):
-                return model(x)
-    finally:
-        autocastgen.clear_runtime_policies()
 
 
 @pytest.fixture(autouse=True)

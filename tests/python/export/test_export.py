@@ -27,6 +27,7 @@ CLI = pathlib.Path(os.environ.get("AUTOCASTGEN_CLI", BUILD / "bin" / "autocastge
 require_built(BUILD, "python/autocastgen/__init__.py", CLI)
 
 import autocastgen  # noqa: E402
+from eager_under_policy import eager  # noqa: E402
 from exact import assert_exact, exact  # noqa: E402
 from export_checks import ISSUE_POLICY, SavedCases  # noqa: E402
 
@@ -74,19 +75,6 @@ def model_and_input(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
     if name == "mlp":
         return MLP(), torch.randn(4, 16) * 3
     return CausalAttention(), torch.randn(2, 8, 32)
-
-
-def eager(model: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype, policy: str | None) -> torch.Tensor:
-    """The model under the policy, as eager code runs it: loaded, attached, inside torch.autocast."""
-    if policy is not None:
-        autocastgen.load_policy(policy)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="autocastgen.attach: .* matches no module")
-            with autocastgen.attach(model), torch.autocast("cpu", dtype=dtype):
-                return model(x)
-    finally:
-        autocastgen.clear_runtime_policies()
 
 
 def nodes(program: torch.export.ExportedProgram) -> list[torch.fx.Node]:

@@ -152,18 +152,25 @@ def test_no_reader_runs_a_payload(hidden_in: str, benign: pathlib.Path, tmp_path
             assert "Traceback" not in err and ("trust-program" in err or hidden_in == "a shape expression"), err
 
 
-def test_every_reader_reads_the_benign_program(benign: pathlib.Path, tmp_path: pathlib.Path, capsys,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    # The control of the refusals above: each reader takes the benign file. Inductor's compile is
-    # replaced (the reader is what is tested here; test_deploy_aoti compiles).
-    compiled: list[torch.export.ExportedProgram] = []
+@pytest.fixture
+def compiled(monkeypatch: pytest.MonkeyPatch) -> list[torch.export.ExportedProgram]:
+    """The programs handed to Inductor's AOT compile, which is replaced by one that writes an empty
+    package: the readers are what these tests check (test_deploy_aoti compiles)."""
+    programs: list[torch.export.ExportedProgram] = []
 
     def compile_package(program: torch.export.ExportedProgram, package_path: str, **_: object) -> str:
-        compiled.append(program)
+        programs.append(program)
         pathlib.Path(package_path).write_bytes(b"")
         return package_path
 
     monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_package)
+    return programs
+
+
+def test_every_reader_reads_the_benign_program(benign: pathlib.Path, tmp_path: pathlib.Path, capsys,
+                                               compiled: list[torch.export.ExportedProgram]) -> None:
+    # The control of the refusals above: each reader takes the benign file. Inductor's compile is
+    # replaced (the reader is what is tested here; test_deploy_aoti compiles).
     for name, read in readers(tmp_path).items():
         result = read(benign)
         assert result is not None or name.startswith("cli"), name
@@ -257,17 +264,9 @@ NEEDS_TRUST = (r"data/constants/opaque_obj_98: the constant 'hidden' is a custom
 
 
 def test_every_reader_passes_trust_on(trust_needed: pathlib.Path, tmp_path: pathlib.Path, capsys,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                      compiled: list[torch.export.ExportedProgram]) -> None:
     # A file that every reader refuses as data and reads when trusted: each passes trusted= (the
     # CLI --trust-program) on to load_program, and the trusted read is PyTorch's loader's.
-    compiled: list[torch.export.ExportedProgram] = []
-
-    def compile_package(program: torch.export.ExportedProgram, package_path: str, **_: object) -> str:
-        compiled.append(program)
-        pathlib.Path(package_path).write_bytes(b"")
-        return package_path
-
-    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", compile_package)
     out = tmp_path / "out.pt2"
     options = {"device": "cpu", "dtype": torch.bfloat16, "policy": ISSUE_POLICY}
     api = {

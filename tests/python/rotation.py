@@ -105,30 +105,34 @@ HEADER_CHECKS_PER_RUN = 1
 # The default build's long suites (ctest names) take the same turns, a group each: turn t runs
 # LONG_TESTS[t] and leaves the other groups out, and a release build's tests leave them all out
 # (they are end-to-end suites of features whose release-dependent parts the shorter tests load).
-# Each group is about a sixth of their 1,430 s (their wall times, with ctest -j 2 on a fresh 2-core
-# machine, 2026-12-07, in seconds), so a run spends about 240 s of CPU on them; every one runs once
-# in six blocks (test_rotation.py checks the bound, and scripts/test that each name is a test of
-# the build). A suite of 20 s or more belongs here unless it guards hostile input or exactness that
-# every landing must keep (test_program_file, test_export, test_bake, the scaler's, compile_policy's
-# and the runtime policy's tests run every time). The release turns' builds are 2.4 (old ABI: every
-# file compiled again), 2.7 and 2.11, always in turns 1, 3 and 5: turn 1 gets the lightest group.
+# A suite of about 15 s or more that runs a feature end to end belongs here, unless it guards
+# hostile input or exactness that every landing must keep (test_program_file, test_export,
+# test_bake, the scaler's, compile_policy's and the runtime policy's tests run every time). Their
+# wall times (ctest -j 2 on a fresh 2-core machine, 2026-12-07, in seconds) add up to 1,565 s; the
+# groups balance the turns' other parts: the release turns build 2.4 (old ABI: every file compiled
+# again), 2.7 and 2.11, always in turns 1, 3 and 5, so turn 1 takes the lightest group (88 s) and
+# asan's, the shortest sanitizer build, the heaviest (378 s). Every suite runs once in six blocks
+# (test_rotation.py checks the bound, and scripts/test that each name is a test of the build).
 LONG_TESTS = (
-    # turn 0, beside asan and the pip test: 230 s
-    ("docs/test_doc_blocks",  # 191
+    # turn 0, beside asan and the pip test: 378 s
+    ("docs/test_doc_blocks", "python/test_export_corpus",  # 191, 148
      "distributed/test_dist_lightning", "release-matrix/policies/2.5", "release-matrix/policies/2.6"),  # 18, 10, 11
-    # turn 1, beside the 2.4 build: 205 s
-    ("python/test_export_corpus", "errors/audit/import", "python/test_trainer", "python/test_accelerate"),  # 148, 23, 21, 13
-    # turn 2, beside asan-torch and the pip test: 242 s
-    ("python/test_export_generation", "audit.import", "python/test_deploy_aoti",  # 83, 71, 49
+    # turn 1, beside the 2.4 build (the longest turn: every file compiled again): 88 s
+    ("errors/audit/import", "python/test_trainer", "report/test_report_browser",  # 23, 21, 16
+     "python/test_advise_fp8", "python/test_accelerate"),  # 15, 13
+    # turn 2, beside asan-torch and the pip test: 304 s
+    ("python/test_export_generation", "python/test_stats", "audit.import", "python/test_deploy_aoti",  # 83, 62, 71, 49
      "release-matrix/policies/2.15", "release-matrix/policies/2.12"),  # 26, 13
-    # turn 3, beside the 2.7 build: 239 s
+    # turn 3, beside the 2.7 build: 259 s
     ("python/test_export_custom_ops", "python/test_compile_insight", "python/test_export_transformers_exporters",  # 74, 55, 41
-     "distributed/test_dist_fp8_llama_2d", "python/test_lightning", "release-matrix/policies/2.11"),  # 31, 14, 24
-    # turn 4, beside tsan and the pip test: 236 s
+     "distributed/test_dist_fp8_llama_2d", "python/test_integrations_import", "python/test_lightning",  # 31, 20, 14
+     "release-matrix/policies/2.11"),  # 24
+    # turn 4, beside tsan and the pip test: 275 s
     ("python/test_deploy_models", "python/test_deploy_onnx", "audit.release_diff",  # 66, 47, 36
-     "python/test_fp8_select", "python/test_deploy_fp8",  # 26, 22
-     "release-matrix/policies/2.4", "release-matrix/policies/2.7", "release-matrix/policies/2.8"),  # 15, 13, 11
-    # turn 5, beside the 2.11 build: 251 s
+     "python/test_fp8_select", "python/test_deploy_fp8", "privateuse1/training",  # 26, 22, 20
+     "distributed/test_dist_fp8_2d", "release-matrix/policies/2.4", "release-matrix/policies/2.7",  # 19, 15, 13
+     "release-matrix/policies/2.8"),  # 11
+    # turn 5, beside the 2.11 build: 261 s
     ("consumer/install_build_run", "python/test_export_models", "fp8/test_fp8_compile",  # 50, 46, 40
      "python/test_advise", "python/test_compile_policy_paths", "distributed/test_dist_accelerate",  # 31, 27, 20
      "release-matrix/policies/2.9", "release-matrix/policies/2.10",  # 12, 11

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from pipvenv import TIMES, build_wheel, make_venv, torch_alone_venv, wheel_releases
+from pipvenv import TIMES, build_wheel, make_venv, other_python, torch_alone_venv, wheel_releases
 
 RELEASES, OUTSIDE = wheel_releases()
+OTHER_PYTHON = other_python(RELEASES[1])
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +24,12 @@ def wheel(tmp_path_factory) -> Path:
 def venv(request, wheel, tmp_path_factory) -> dict[str, Path]:
     """A fresh venv with torch alone and the wheel installed, for each release the wheel holds."""
     return make_venv(tmp_path_factory.mktemp(f"pip-{request.param}"), wheel, request.param)
+
+
+@pytest.fixture(scope="session")
+def other_python_venv(wheel, tmp_path_factory) -> dict[str, Path]:
+    """The same for the pinned release under a second CPython (pipvenv.OTHER_PYTHONS)."""
+    return make_venv(tmp_path_factory.mktemp(f"pip-py{OTHER_PYTHON}"), wheel, RELEASES[0], python=OTHER_PYTHON)
 
 
 @pytest.fixture(scope="session")

@@ -75,12 +75,27 @@ def wheel_releases() -> tuple[list[str], str]:
     return [PINNED, second], outside
 
 
-def python_with(release: str) -> Path:
+def python_with(release: str, python: str | None = None) -> Path:
     """An interpreter whose environment has torch ``release``: this one for the pinned release, else a
-    venv of scripts/torch-releases (torch from PyPI, made once)."""
+    venv of scripts/torch-releases (torch from PyPI, made once); ``python`` (3.N): a venv of that
+    CPython (Note [a venv of another CPython] in scripts/torch-releases)."""
+    if python is not None:
+        return Path(torch_releases("venv", release, "--python", python))
     if release == PINNED:
         return Path(sys.executable)
     return Path(torch_releases("venv", release))
+
+
+# The second CPython the pip test installs the wheel under, beside this one (3.11): the pinned
+# release's runtime and autocastgen._C, one build for every CPython (Note [one _C for every CPython]
+# in python/src/torch_variable.h), taken in turn with the wheel's second release, so the floor of
+# requires-python (3.10) and the CPythons on either side of the builder's are each loaded within three
+# pip turns. This machine's pyenv has them.
+OTHER_PYTHONS = ("3.10", "3.12", "3.13")
+
+
+def other_python(second_release: str) -> str:
+    return OTHER_PYTHONS[int(second_release.split(".")[1]) % len(OTHER_PYTHONS)]
 
 
 # Where the pip test's time goes: (what, seconds), in order; conftest.py writes them to
@@ -129,10 +144,11 @@ print(json.dumps({"dists": sorted(found), "paths": sorted(tops)}))
 """
 
 
-def torch_alone_venv(root: Path, release: str) -> dict[str, object]:
+def torch_alone_venv(root: Path, release: str, python: str | None = None) -> dict[str, object]:
     """A fresh venv holding torch ``release`` and what it requires, nothing else (Note [the wheel as
-    users install it])."""
-    closure = json.loads(run([python_with(release), "-c", TORCH_CLOSURE], cwd=root).stdout)
+    users install it]); of CPython ``python`` (3.N) where given, else of this one."""
+    having_torch = python_with(release, python)
+    closure = json.loads(run([having_torch, "-c", TORCH_CLOSURE], cwd=root).stdout)
     assert "pyyaml" not in closure["dists"], closure["dists"]
     packages = root / "torch-alone"
     packages.mkdir()
@@ -140,7 +156,7 @@ def torch_alone_venv(root: Path, release: str) -> dict[str, object]:
         if path.exists():
             (packages / path.name).symlink_to(path)
     env_dir = root / "venv"
-    run([sys.executable, "-m", "venv", env_dir], cwd=root)
+    run([having_torch, "-m", "venv", env_dir], cwd=root)  # venv makes it of that venv's base interpreter
     python = env_dir / "bin" / "python"
     site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=root).stdout.strip()
     (Path(site) / "torch-alone.pth").write_text(f"{packages}\n")
@@ -157,13 +173,16 @@ def user_env(venv: dict[str, Path]) -> dict[str, str]:
     return clean_env(PATH=str(venv["python"].parent))
 
 
-def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False) -> dict[str, Path]:
+def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False,
+              python: str | None = None) -> dict[str, Path]:
     """A torch-alone venv of ``release`` with the wheel pip-installed (no index, no build tools);
     ``no_deps``: installed whatever its Requires-Dist says of this torch, as after a user's later
-    ``pip install torch==...`` (pip says the requirement is not met, and goes on)."""
+    ``pip install torch==...`` (pip says the requirement is not met, and goes on); ``python``: of
+    that CPython (3.N) instead of this one."""
     started = time.monotonic()
-    made = torch_alone_venv(root, release)
-    TIMES.append((f"a venv of torch {release} alone (from PyPI, once: scripts/torch-releases venv)",
+    made = torch_alone_venv(root, release, python)
+    of_python = f" for CPython {python}" if python else ""
+    TIMES.append((f"a venv of torch {release}{of_python} alone (from PyPI, once: scripts/torch-releases venv)",
                   time.monotonic() - started))
     python = made["python"]
     started = time.monotonic()
@@ -171,8 +190,8 @@ def make_venv(root: Path, wheel: Path, release: str, no_deps: bool = False) -> d
                    *(["--no-deps"] if no_deps else []), wheel], cwd=root, env=clean_env(PATH=str(python.parent)))
     seconds = time.monotonic() - started
     (root / "pip-install.log").write_text(f"{seconds:.1f} s\n" + install.stdout + install.stderr)
-    print(f"pip install of {wheel.name} into a torch {release} venv: {seconds:.1f} s")
-    TIMES.append((f"pip install of the wheel beside torch {release}", seconds))
+    print(f"pip install of {wheel.name} into a torch {release}{of_python} venv: {seconds:.1f} s")
+    TIMES.append((f"pip install of the wheel beside torch {release}{of_python}", seconds))
     work = root / "outside"  # every command of the tests runs here, outside the clone
     work.mkdir()
     return {"python": python, "script": python.parent / "autocastgen", "package": made["site"] / "autocastgen",

@@ -13,7 +13,7 @@ from pathlib import Path
 from pipvenv import REPO, clean_env, user_env
 from pipvenv import run as _run
 
-from conftest import OUTSIDE, RELEASES
+from conftest import OTHER_PYTHON, OUTSIDE, RELEASES
 
 
 def minor(release: str) -> str:
@@ -31,7 +31,7 @@ def test_wheel_holds_one_runtime_per_release(wheel):
         folder = f"autocastgen/_runtime/torch-{minor(release)}/"
         for part in ("libautocastgen_runtime_torch.so", "libautocastgen_kernels.a", "build_info.json"):
             assert folder + part in names, (folder + part, wheel.name)
-        assert any(n.startswith(folder + "_C.cpython-") for n in names), folder
+        assert folder + "_C.abi3.so" in names, folder  # one for every CPython (Note [one _C for every CPython])
         assert f"autocastgen/lib/cmake/autocastgen/torch-{minor(release)}/autocastgenRuntimeTargets.cmake" in names
     # torch's and CUDA's libraries come with torch, never with us; no stand-in of them either.
     for name in names:
@@ -220,40 +220,55 @@ def test_script_and_module_agree_on_errors(venv):
     assert "bad.yaml:3:" in by_script.stderr, by_script.stderr
 
 
-def test_import_loads_the_releases_runtime_and_load_policy(venv):
-    script = textwrap.dedent("""\
-        import torch, autocastgen
-        print(autocastgen.load_runtime())
-        lib = torch.library.Library("piptest", "DEF")
-        lib.define("twice(Tensor x) -> Tensor")
-        lib.impl("twice", lambda x: x * 2, "CPU")
-        n = autocastgen.load_policy("autocast: {device: cpu}\\nlists:\\n  lower_precision_fp: [piptest::twice]\\n")
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = torch.ops.piptest.twice(torch.ones(3))
-        print(n, y.dtype)
-        try:
-            autocastgen.load_policy("autocast: {device: cpu}\\nlists:\\n  fp32: [piptest::missing]\\n", name="t.yaml")
-        except autocastgen.PolicyError as e:
-            print("error:", str(e).splitlines()[0])
-        from autocastgen import grad_scaler
-        grads, found = [torch.full((2,), 4.0), torch.tensor([1.0, float("inf")])], torch.zeros(1)
-        grad_scaler.non_finite_check_and_unscale_(grads, found, torch.full((1,), 0.5))
-        print(grad_scaler._C is not None, grads[0].tolist(), found.item())
-        scaler = autocastgen.GradScaler("cpu", init_scale=8.0)
-        w = torch.nn.Parameter(torch.ones(2))
-        opt = torch.optim.SGD([w], lr=1.0)
-        scaler.scale((w * 2).sum()).backward()
-        scaler.step(opt)
-        scaler.update()
-        print(w.tolist(), scaler.get_scale())
-        """)
-    done = _run([venv["python"], "-c", script], cwd=venv["work"], env=user_env(venv))
+IMPORT_AND_UNSCALE = textwrap.dedent("""\
+    import torch, autocastgen
+    print(autocastgen.load_runtime())
+    lib = torch.library.Library("piptest", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: x * 2, "CPU")
+    n = autocastgen.load_policy("autocast: {device: cpu}\\nlists:\\n  lower_precision_fp: [piptest::twice]\\n")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.ops.piptest.twice(torch.ones(3))
+    print(n, y.dtype)
+    try:
+        autocastgen.load_policy("autocast: {device: cpu}\\nlists:\\n  fp32: [piptest::missing]\\n", name="t.yaml")
+    except autocastgen.PolicyError as e:
+        print("error:", str(e).splitlines()[0])
+    from autocastgen import grad_scaler
+    grads, found = [torch.full((2,), 4.0), torch.tensor([1.0, float("inf")])], torch.zeros(1)
+    grad_scaler.non_finite_check_and_unscale_(grads, found, torch.full((1,), 0.5))
+    print(grad_scaler._C is not None, grads[0].tolist(), found.item())
+    scaler = autocastgen.GradScaler("cpu", init_scale=8.0)
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=1.0)
+    scaler.scale((w * 2).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    print(w.tolist(), scaler.get_scale())
+""")
+
+
+def check_import_and_unscale(venv) -> None:
+    done = _run([venv["python"], "-c", IMPORT_AND_UNSCALE], cwd=venv["work"], env=user_env(venv))
     lines = done.stdout.splitlines()
     assert Path(lines[0]) == runtime_folder(venv) / "libautocastgen_runtime_torch.so", lines
     assert lines[1] == "1 torch.bfloat16", lines
     assert lines[2].startswith("error: t.yaml:3:"), lines
     assert lines[3] == "True [2.0, 2.0] 1.0", lines
     assert lines[4] == "[-1.0, -1.0] 8.0", lines  # w - lr * 2; the scale grows after 2000 good steps
+
+
+def test_import_loads_the_releases_runtime_and_load_policy(venv):
+    check_import_and_unscale(venv)
+
+
+def test_another_cpython_loads_the_same_runtime_and_C(other_python_venv):
+    # autocastgen._C is one build for every CPython (Note [one _C for every CPython]): under a second
+    # CPython, the wheel's _C.abi3.so of the release is the GradScaler's entry, as under the builder's.
+    venv = other_python_venv
+    check_import_and_unscale(venv)
+    version = _run([venv["python"], "-m", "autocastgen", "--version"], cwd=venv["work"], env=user_env(venv)).stdout
+    assert f"_C: {runtime_folder(venv) / '_C.abi3.so'} (CPython {OTHER_PYTHON})" in version, version
 
 
 def test_statistics_and_report_without_build_tools(venv):

@@ -100,7 +100,7 @@ def python_extension() -> ModuleType | None:
             spec.loader.exec_module(module)
             sys.modules[name] = module
             return module
-    return None  # built for another Python: the op is called through torch.ops instead
+    return None  # not built, or a free-threaded CPython (no abi3): the op is called through torch.ops instead
 
 
 def _candidates() -> list[Path]:
@@ -250,6 +250,10 @@ def describe() -> str:
     info = build_info()
     version = info.VERSION if info is not None else "(built in a build tree)"
     loaded = load_runtime()
+    extension = python_extension()
+    python = f"CPython {sys.version_info.major}.{sys.version_info.minor}"
+    entry = f"{extension.__file__} ({python})" if extension is not None else "none (the unscale goes through torch.ops)"
     return (
-        f"autocastgen {version}; torch {torch.__version__}; runtime {loaded}; CUDA part: {cuda_part() or 'none'}"
+        f"autocastgen {version}; torch {torch.__version__}; runtime {loaded}; CUDA part: {cuda_part() or 'none'}; "
+        f"_C: {entry}"
     )

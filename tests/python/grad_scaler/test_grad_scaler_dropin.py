@@ -615,6 +615,14 @@ def test_direct_unscale_leaves_other_inputs_to_torch_ops():
     assert direct([first, marked], found, half) is False
     assert_exact(first, torch.full((3,), 4.0))
     assert_exact(marked.as_subclass(torch.Tensor), first)
+    # found_inf or inv_scale a subclass: the same.
+    assert direct([first], torch.zeros(1).as_subclass(Marked), half) is False
+    assert direct([first], found, torch.full((1,), 0.5).as_subclass(Marked)) is False
+    assert_exact(first, torch.full((3,), 4.0))
+    # An nn.Parameter is a plain tensor to PyTorch, and so to the direct entry.
+    parameter = torch.nn.Parameter(torch.full((3,), 4.0), requires_grad=False)
+    assert direct([parameter], found, half) is True
+    assert_exact(parameter.detach(), torch.full((3,), 2.0))
     # The package's entry then goes through torch.ops, which a torch function mode sees too.
     seen = []
 

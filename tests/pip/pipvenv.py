@@ -44,7 +44,8 @@ def run(args, cwd, check=True, env=None, **kwargs) -> subprocess.CompletedProces
 # pinned release and one other release of the wheel's (2.4 on), taken in turn by the rotation index
 # (tests/python/rotation.py, test_command_parts), so each release's runtime is loaded by its own
 # torch from PyPI within a bounded number of landings; a venv of a third release checks the
-# ImportError for a release outside the wheel.
+# ImportError for a release outside the wheel; and a venv of a second CPython (OTHER_PYTHONS) loads
+# the pinned release's runtime and autocastgen._C under it.
 
 PINNED = next(line.split("==")[1].strip() for line in (REPO / "scripts" / "requirements.txt").read_text().splitlines()
               if line.startswith("torch=="))

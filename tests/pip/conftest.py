@@ -28,8 +28,8 @@ def venv(request, wheel, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def other_python_venv(wheel, tmp_path_factory) -> dict[str, Path]:
-    """The same for the pinned release under a second CPython (pipvenv.OTHER_PYTHONS)."""
-    return make_venv(tmp_path_factory.mktemp(f"pip-py{OTHER_PYTHON}"), wheel, RELEASES[0], python=OTHER_PYTHON)
+    """The same for the wheel's second release under a second CPython (pipvenv.OTHER_PYTHONS)."""
+    return make_venv(tmp_path_factory.mktemp(f"pip-py{OTHER_PYTHON}"), wheel, RELEASES[1], python=OTHER_PYTHON)
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ def run(args, cwd, check=True, env=None, **kwargs) -> subprocess.CompletedProces
 # (tests/python/rotation.py, test_command_parts), so each release's runtime is loaded by its own
 # torch from PyPI within a bounded number of landings; a venv of a third release checks the
 # ImportError for a release outside the wheel; and a venv of a second CPython (OTHER_PYTHONS) loads
-# the pinned release's runtime and autocastgen._C under it.
+# the second release's runtime and autocastgen._C under it.
 
 PINNED = next(line.split("==")[1].strip() for line in (REPO / "scripts" / "requirements.txt").read_text().splitlines()
               if line.startswith("torch=="))
@@ -87,11 +87,12 @@ def python_with(release: str, python: str | None = None) -> Path:
     return Path(torch_releases("venv", release))
 
 
-# The second CPython the pip test installs the wheel under, beside this one (3.11): the pinned
-# release's runtime and autocastgen._C, one build for every CPython (Note [one _C for every CPython]
-# in python/src/torch_variable.h), taken in turn with the wheel's second release, so the floor of
-# requires-python (3.10) and the CPythons on either side of the builder's are each loaded within three
-# pip turns. This machine's pyenv has them.
+# The second CPython the pip test installs the wheel under, beside this one (3.11): the wheel's
+# second release's runtime and autocastgen._C, one build for every CPython (Note [one _C for every
+# CPython] in python/src/torch_variable.h), the CPython taken in turn with that release, so the floor
+# of requires-python (3.10) and the CPythons on either side of the builder's are each loaded within
+# three pip turns; each release 2.4-2.14 has PyPI wheels for the one it is given (2.4 none for 3.13,
+# 2.15 none for 3.10). This machine's pyenv has them.
 OTHER_PYTHONS = ("3.10", "3.12", "3.13")
 
 

@@ -23,6 +23,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <exception>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "torch_variable.h"
@@ -34,23 +36,22 @@ using autocastgen::python::unpack;
 
 // Runs the op on the tensors, the GIL released; raises the op's error as torch.ops would.
 bool call_without_gil(const std::vector<at::Tensor>& grads, at::Tensor& found_inf, const at::Tensor& inv_scale) {
+  std::optional<std::string> error;  // the op's message, where it failed
   PyThreadState* state = PyEval_SaveThread();
   try {
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow("autocastgen::non_finite_check_and_unscale_", "")
                                .typed<void(at::TensorList, at::Tensor&, const at::Tensor&)>();
     op.call(grads, found_inf, inv_scale);
-  } catch (const c10::Error& error) {
-    PyEval_RestoreThread(state);
-    PyErr_SetString(PyExc_RuntimeError, error.what_without_backtrace());
-    return false;
-  } catch (const std::exception& error) {
-    PyEval_RestoreThread(state);
-    PyErr_SetString(PyExc_RuntimeError, error.what());
-    return false;
+  } catch (const c10::Error& failure) {
+    error = failure.what_without_backtrace();
+  } catch (const std::exception& failure) {
+    error = failure.what();
   }
   PyEval_RestoreThread(state);
-  return true;
+  if (!error) return true;
+  PyErr_SetString(PyExc_RuntimeError, error->c_str());
+  return false;
 }
 
 PyObject* non_finite_check_and_unscale(PyObject* /*module*/, PyObject* args) {

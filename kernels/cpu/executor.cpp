@@ -11,20 +11,6 @@
 
 #include "autocastgen/kernels/scaler_cpu.h"
 
-// Note [manylinux_2_34]
-// GCC 12's libstdc++ gave condition_variable::wait(unique_lock<mutex>&) a new symbol version,
-// GLIBCXX_3.4.30 (the same wait, made to let a thread cancellation unwind through it again); the
-// version of GLIBCXX_3.4.11, which every libstdc++ since GCC 4.4 still defines, waits alike, and no
-// thread of ours is ever cancelled. Bound to that one, nothing autocastgen builds needs more than
-// glibc 2.34 and GLIBCXX_3.4.29, so the wheel is manylinux_2_34 (RHEL 9 and its rebuilds, Amazon
-// Linux 2023, Ubuntu 22.04) where it was manylinux_2_35; scripts/wheel asks auditwheel for that tag
-// and fails when something newer creeps in.
-#if defined(__GLIBCXX__) && defined(__ELF__)
-__asm__(
-    ".symver _ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE,"
-    "_ZNSt18condition_variable4waitERSt11unique_lockISt5mutexE@GLIBCXX_3.4.11");
-#endif
-
 namespace autocastgen::kernels {
 namespace {
 

@@ -40,6 +40,12 @@ from __future__ import annotations
 
 import sys
 
+from ._core.runtime import release_folder
+
+# First: a torch release the wheel has no runtime for is an ImportError that says so (Note [one
+# runtime per release]), before the modules below define torch ops with APIs that release may lack.
+release_folder()
+
 from . import compile as compile  # the documented autocastgen.compile.CacheError (a re-export)
 from . import deploy, distributed, insight, integrations
 from ._core.paths import build_info, build_tree

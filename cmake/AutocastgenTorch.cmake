@@ -104,7 +104,11 @@ except Exception as error:
     # (remove_all there calls through a null pointer), and the first library of the link line
     # that defines a symbol is the one the dynamic linker binds.
     target_link_libraries(autocastgen::torch INTERFACE "-Wl,--no-as-needed" -lstdc++ ${libs} "-Wl,--as-needed")
-    target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
+    # The build machine's torch, for a build tree and a package built here; never in the wheel's
+    # parts, which find torch beside them ($ORIGIN, Note [the wheel's parts]).
+    if(NOT AUTOCASTGEN_WHEEL_PART)
+      target_link_options(autocastgen::torch INTERFACE "-Wl,-rpath,${torch_dir}/lib")
+    endif()
   endif()
   if(NOT TARGET autocastgen::torch_python)  # autocastgen._C (python/CMakeLists.txt)
     add_library(autocastgen::torch_python INTERFACE IMPORTED GLOBAL)

@@ -336,6 +336,13 @@ def test_rpaths_are_relative_to_the_package(venv):
     for needed in ("libtorch.so", "libtorch_cpu.so", "libc10.so"):
         assert f"[{needed}]" in runtime, (needed, runtime)
     assert str(REPO) not in cli + runtime, "an installed binary points into the build tree"
+    # Nothing of the machine that built the wheel: each search path of each binary is the package's own.
+    for binary in [venv["package"] / "bin" / "autocastgen", *sorted(runtime_folder(venv).glob("*.so"))]:
+        dynamic = _run([readelf, "-d", binary], cwd=venv["work"]).stdout
+        for line in dynamic.splitlines():
+            if "(RUNPATH)" in line or "(RPATH)" in line:
+                paths = line.split("[", 1)[1].rstrip("]").split(":")
+                assert all(path.startswith("$ORIGIN") for path in paths), (binary.name, paths)
 
 
 def test_consumer_example_builds_against_the_installed_package(venv, tmp_path):

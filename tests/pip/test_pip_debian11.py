@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipvenv import REPO, clean_env, run, torch_releases
+from pipvenv import REPO, TORCH_CLOSURE, clean_env, run, torch_releases
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="manylinux is Linux's")
 
@@ -101,13 +101,15 @@ def test_runtime_loads_in_a_debian_11_root_beside_its_torch(venv, wheel, manylin
     release = venv["release"]
     site = debian11 / "opt" / f"torch-{release}"
     install_into(debian11, wheel, f"torch-{release}")
-    # That release's torch from PyPI and the NVIDIA libraries it loads, laid out as in site-packages.
-    torch_dir = Path(run([venv["python"], "-c", "import importlib.util, os; "
-                          "print(os.path.realpath(os.path.dirname(importlib.util.find_spec('torch').origin)))"],
-                         cwd=venv["work"]).stdout.strip())
-    link_tree(torch_dir / "lib", site / "torch" / "lib")
-    if (torch_dir.parent / "nvidia").is_dir():
-        link_tree(torch_dir.parent / "nvidia", site / "nvidia")
+    # That release's torch from PyPI and what it requires (the NVIDIA libraries libtorch_cuda finds
+    # through its RPATH: nvidia/..., and cusparselt/ beside it for 2.7), laid out as in site-packages;
+    # of torch itself its libraries.
+    closure = json.loads(run([venv["python"], "-c", TORCH_CLOSURE], cwd=venv["work"]).stdout)
+    for top in map(Path, closure["paths"]):
+        real = top.resolve()
+        if real.is_dir():
+            link_tree(real / "lib" if top.name == "torch" else real,
+                      site / top.name / "lib" if top.name == "torch" else site / top.name)
     folder = f"autocastgen/_runtime/torch-{'.'.join(release.split('.')[:2])}"
     build_info = json.loads((site / folder / "build_info.json").read_text())
     loader = debian11 / "opt" / f"load-{release}"

@@ -1,5 +1,4 @@
 // Executors for the CPU kernel when no framework thread pool is given: serial, and a persistent pool.
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>

@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 from pipvenv import REPO, TORCH_CLOSURE, clean_env, run, torch_releases
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="manylinux is Linux's")
-
 
 def link_tree(source: Path, target: Path) -> None:
     """A copy of ``source`` at ``target`` made of hard links (instant, no space; the release cache and
